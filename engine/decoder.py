@@ -1,0 +1,110 @@
+"""The Qwen3 decoder forward pass over a flat batch of rows with a paged KV cache.
+
+A step packs rows of many requests into one token axis: decode rows (one token)
+and prefill rows (a prompt or a chunk of one). Per-step metadata arrives
+explicitly as a ``StepMetadata``; nothing is kept in module globals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from kernels.qk_norm_rope import qk_norm_rope
+from kernels.rmsnorm import rms_norm_residual
+
+from .kv_cache import KVCache
+from .modules import Qwen3ASRNetwork
+
+
+@dataclass
+class StepMetadata:
+    """Where each row's tokens sit in the flat batch and in the cache.
+
+    Rows with ``query_lens == 0`` are padding rows of a bucket: they have no
+    tokens; padding tokens carry slot -1 and are never attended to.
+    """
+
+    positions: torch.Tensor          # [tokens] int64, position of each token in its request
+    slot_mapping: torch.Tensor       # [tokens] int64, cache slot of each token, -1 for padding
+    query_lens: list[int]            # tokens of each row in this step
+    context_lens: list[int]          # tokens of each row in the cache after this step
+    block_tables: list[list[int]]    # cache blocks of each row
+
+    @property
+    def query_starts(self) -> list[int]:
+        starts, acc = [], 0
+        for n in self.query_lens:
+            starts.append(acc)
+            acc += n
+        return starts
+
+
+def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [tokens, head_dim] as transformers computes them (float32, then cast)."""
+    freqs = positions[:, None].float() * inv_freq[None, :].float()
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _row_kv(cache_k: torch.Tensor, cache_v: torch.Tensor, table: list[int], ctx: int, block_size: int):
+    """A row's keys and values [ctx, kv_heads, hd]: a view when they sit in one block."""
+    if ctx <= block_size:
+        return cache_k[table[0], :ctx], cache_v[table[0], :ctx]
+    n_blocks = -(-ctx // block_size)
+    idx = torch.tensor(table[:n_blocks], device=cache_k.device)
+    k = cache_k.index_select(0, idx).flatten(0, 1)[:ctx]
+    v = cache_v.index_select(0, idx).flatten(0, 1)[:ctx]
+    return k, v
+
+
+def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
+                    meta: StepMetadata) -> torch.Tensor:
+    """Causal attention of each row's queries over its cached context (exact torch path).
+
+    q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd].
+    """
+    tokens, heads, hd = q.shape
+    out = torch.zeros(tokens, heads, hd, dtype=q.dtype, device=q.device)
+    block_size = cache_k.shape[1]
+    for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
+        if n == 0:
+            continue
+        k, v = _row_kv(cache_k, cache_v, table, ctx, block_size)
+        qr = q[start:start + n].transpose(0, 1).unsqueeze(0)            # [1, heads, n, hd]
+        kr, vr = k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)
+        if n == 1:
+            mask, causal = None, False
+        elif n == ctx:
+            mask, causal = None, True
+        else:  # a chunk of a longer prompt: query i sits at position ctx - n + i
+            qpos = torch.arange(ctx - n, ctx, device=q.device)[:, None]
+            mask, causal = torch.arange(ctx, device=q.device)[None, :] <= qpos, False
+        o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, is_causal=causal, enable_gqa=True)
+        out[start:start + n] = o[0].transpose(0, 1)
+    return out.view(tokens, heads * hd)
+
+
+def decoder_forward(net: Qwen3ASRNetwork, cache: KVCache, embeds: torch.Tensor, meta: StepMetadata,
+                    attention=paged_attention) -> torch.Tensor:
+    """Run all decoder layers. embeds: [tokens, hidden] -> final-normed hidden [tokens, hidden]."""
+    cfg = net.config.decoder
+    lm = net.language_model
+    heads, kvh, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)
+    x, residual = embeds, None
+    for i, layer in enumerate(lm.layers):
+        h, residual = rms_norm_residual(x, residual, layer.input_layernorm.weight, cfg.rms_norm_eps)
+        qkv = h @ layer.qkv_weight.T                                    # qkv: [tokens, (heads + 2 kvh) hd]
+        q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q = qk_norm_rope(
+            q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
+            layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
+            cos, sin, cache.k[i], cache.v[i], meta.slot_mapping)
+        x = attention(q, cache.k[i], cache.v[i], meta) @ layer.self_attn.o_proj.weight.T
+        h, residual = rms_norm_residual(x, residual, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
+        gate, up = (h @ layer.gate_up_weight.T).chunk(2, dim=-1)
+        x = (F.silu(gate) * up) @ layer.mlp.down_proj.weight.T
+    h, _ = rms_norm_residual(x, residual, lm.norm.weight, cfg.rms_norm_eps)
+    return h

@@ -1,0 +1,80 @@
+"""Requests the engine serves and what a step reports about them."""
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+
+import torch
+
+_ids = itertools.count()
+
+
+class RequestState(enum.Enum):
+    WAITING = "waiting"      # queued, or preempted and waiting to be recomputed
+    RUNNING = "running"      # holds cache blocks
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Request:
+    """One clip to transcribe (or align). ``token_ids`` grows as the engine generates.
+
+    ``num_cached`` counts the tokens of ``prompt_ids + token_ids`` whose keys and
+    values are in the cache; a step advances it. Cancel with ``cancel()``: the
+    engine frees the request's cache at its next step.
+    """
+
+    prompt_ids: list[int]
+    audio_start: int                       # index of the first audio placeholder in prompt_ids
+    features: torch.Tensor | None          # [mels, frames] log-mel; dropped once encoded
+    num_audio_tokens: int
+    max_new_tokens: int
+    priority: int = 0
+    eos_token_ids: tuple[int, ...] = ()
+    language: str | None = None
+    duration: float = 0.0
+    kind: str = "asr"                      # "asr" generates; "align" scores its whole prompt once
+    id: int = field(default_factory=lambda: next(_ids))
+    token_ids: list[int] = field(default_factory=list)
+    audio_embeds: torch.Tensor | None = None
+    block_table: list[int] = field(default_factory=list)
+    num_cached: int = 0
+    state: RequestState = RequestState.WAITING
+    cancelled: bool = False
+    error: str | None = None
+    finish_reason: str | None = None       # "stop", "length", "cancelled", "error"
+    result: object = None                  # aligner scores, filled on finish
+    arrival_step: int = 0
+    last_scheduled_step: int = -1
+    first_token_step: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state is RequestState.FINISHED
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.token_ids)
+
+    @property
+    def in_prefill(self) -> bool:
+        """True while more than the last token still has to enter the cache."""
+        return self.num_tokens - self.num_cached > 1 or (self.kind == "align" and self.num_cached < self.num_tokens)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@dataclass
+class RequestOutput:
+    """What one step did for one request."""
+
+    request: Request
+    new_token_ids: list[int]
+    finished: bool
+    error: str | None = None

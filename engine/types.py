@@ -1,0 +1,83 @@
+"""Public result types: what a transcription gives back.
+
+Plain dataclasses with no torch inside, so the UI, the exporters and the
+history database can hold them without touching the model.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Word:
+    """One word with its time in the audio.
+
+    Attributes:
+        text: the word as it appears in the segment text (punctuation kept).
+        start: start time in seconds from the beginning of the file or stream.
+        end: end time in seconds; ``end >= start``.
+    """
+
+    text: str
+    start: float
+    end: float
+
+
+@dataclass
+class Segment:
+    """A stretch of speech transcribed as one unit (a VAD chunk or an utterance).
+
+    Attributes:
+        start: start time in seconds.
+        end: end time in seconds.
+        text: the transcribed text of this stretch.
+        words: word timestamps when an aligner ran, else an empty list.
+        language: the language the model detected or was told, if any.
+    """
+
+    start: float
+    end: float
+    text: str
+    words: list[Word] = field(default_factory=list)
+    language: str | None = None
+
+
+@dataclass
+class Transcript:
+    """A whole file's transcription.
+
+    Attributes:
+        text: all segment texts joined.
+        language: the main language (the most frequent one over segments).
+        duration: audio duration in seconds.
+        segments: the segments in time order.
+        model: the model folder or id that produced it.
+        words_note: why words carry no timestamps, when they don't (no aligner,
+            unsupported language); empty when word times are present.
+    """
+
+    text: str
+    language: str | None
+    duration: float
+    segments: list[Segment] = field(default_factory=list)
+    model: str = ""
+    words_note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Transcript":
+        segments = [
+            Segment(
+                start=s["start"], end=s["end"], text=s["text"],
+                words=[Word(**w) for w in s.get("words", [])],
+                language=s.get("language"),
+            )
+            for s in data.get("segments", [])
+        ]
+        return cls(
+            text=data.get("text", ""), language=data.get("language"),
+            duration=data.get("duration", 0.0), segments=segments,
+            model=data.get("model", ""), words_note=data.get("words_note", ""),
+        )
