@@ -1,0 +1,135 @@
+"""Loading checkpoints: both published layouts, tied heads, shards, and clear errors for broken folders."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import engine
+from checkpoints import build_checkpoint, to_original_layout
+from engine.errors import CheckpointError
+from reference import reference_generate
+from test_engine_parity import clip
+
+OTHER_DIMS = dict(
+    encoder=dict(d_model=48, encoder_layers=3, encoder_attention_heads=3, encoder_ffn_dim=96,
+                 downsample_hidden_size=16, n_window=50, n_window_infer=400),
+    text=dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=3,
+              head_dim=24, intermediate_size=160, rope_theta=10_000.0),
+)
+
+
+def copy_dir(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_both_layouts_give_identical_tokens(tiny_model_dir, tiny_original_dir):
+    hf, original = engine.load(tiny_model_dir), engine.load(tiny_original_dir)
+    assert original.config.layout == "original" and hf.config.layout == "hf"
+    clips = [clip(s, 7) for s in (1.5, 9.0)]
+    assert hf.generate(clips, max_new_tokens=16) == original.generate(clips, max_new_tokens=16)
+
+
+@pytest.mark.parametrize("layout", ["hf", "original"])
+def test_independent_checkpoint_matches_transformers(tmp_path, layout):
+    """Other dimensions (a 4 s attention window, 6 heads), another seed, either layout."""
+    hf_dir = build_checkpoint(tmp_path / "hf", seed=99, dims=OTHER_DIMS)
+    model_dir = hf_dir if layout == "hf" else to_original_layout(hf_dir, tmp_path / "orig")
+    eng = engine.load(model_dir)
+    for seconds in (0.7, 4.3, 12.0):
+        audio = clip(seconds, 123)
+        assert eng.generate([audio], max_new_tokens=20)[0] == reference_generate(hf_dir, audio, max_new_tokens=20)
+
+
+def test_tied_embedding_checkpoint(tmp_path):
+    model_dir = build_checkpoint(tmp_path / "tied", seed=5, tie=True)
+    names = load_file(str(model_dir / "model.safetensors")).keys()
+    assert "lm_head.weight" not in names
+    eng = engine.load(model_dir)
+    assert eng.net.lm_head.weight.data_ptr() == eng.net.language_model.embed_tokens.weight.data_ptr()
+    audio = clip(3.0, 5)
+    assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
+
+
+def test_sharded_checkpoint(tiny_model_dir, tmp_path):
+    out = tmp_path / "sharded"
+    out.mkdir()
+    for f in tiny_model_dir.iterdir():
+        if f.suffix != ".safetensors":
+            shutil.copy(f, out / f.name)
+    tensors = load_file(str(tiny_model_dir / "model.safetensors"))
+    names = sorted(tensors)
+    halves = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    weight_map = {}
+    for fname, part in halves.items():
+        save_file({n: tensors[n] for n in part}, str(out / fname), metadata={"format": "pt"})
+        weight_map.update({n: fname for n in part})
+    (out / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    audio = clip(2.0, 1)
+    assert engine.load(out).generate([audio], max_new_tokens=8) == engine.load(tiny_model_dir).generate([audio], max_new_tokens=8)
+
+
+def _rewrite_tensors(model_dir, edit):
+    path = model_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    edit(tensors)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def test_missing_tensor_is_named(tiny_model_dir, tmp_path):
+    d = copy_dir(tiny_model_dir, tmp_path / "m")
+    _rewrite_tensors(d, lambda t: t.pop("model.language_model.layers.1.mlp.up_proj.weight"))
+    with pytest.raises(CheckpointError, match=r"missing tensors: language_model\.layers\.1\.mlp\.up_proj\.weight"):
+        engine.load(d)
+
+
+def test_wrong_shape_and_unexpected_are_named_together(tiny_model_dir, tmp_path):
+    d = copy_dir(tiny_model_dir, tmp_path / "s")
+
+    def edit(t):
+        t["model.audio_tower.conv_out.weight"] = torch.zeros(3, 3)
+        t["model.something_new.weight"] = torch.zeros(2)
+    _rewrite_tensors(d, edit)
+    with pytest.raises(CheckpointError) as err:
+        engine.load(d)
+    message = str(err.value)
+    assert "model.audio_tower.conv_out.weight: checkpoint (3, 3)" in message
+    assert "unexpected tensors: model.something_new.weight" in message
+
+
+def test_pickle_only_checkpoint_is_refused(tiny_model_dir, tmp_path):
+    d = copy_dir(tiny_model_dir, tmp_path / "b")
+    (d / "model.safetensors").rename(d / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="pickle"):
+        engine.load(d)
+
+
+def test_missing_tokenizer_is_named(tiny_model_dir, tmp_path):
+    d = copy_dir(tiny_model_dir, tmp_path / "t")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (d / name).unlink()
+    with pytest.raises(CheckpointError, match="tokenizer"):
+        engine.load(d)
+
+
+def test_missing_folder_and_config(tmp_path):
+    with pytest.raises(CheckpointError, match="not found"):
+        engine.load(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="config.json"):
+        engine.load(tmp_path / "empty")
+
+
+def test_bad_options_raise_value_error(tiny_model_dir):
+    with pytest.raises(ValueError, match="dtype"):
+        engine.load(tiny_model_dir, dtype="int3")
+    with pytest.raises(ValueError, match="max_batch_size"):
+        engine.load(tiny_model_dir, max_batch_size=0)
+    eng = engine.load(tiny_model_dir)
+    with pytest.raises(ValueError, match="language"):
+        eng.submit(np.zeros(16000, np.float32), language="Klingon")
