@@ -1,0 +1,537 @@
+"""Live audio capture without Qt: microphones, files played as microphones, recordings.
+
+Every source hands out float32 mono 16 kHz samples through ``read()``. The
+microphone's PortAudio callback only copies blocks into a preallocated ring
+buffer; downmixing and resampling happen in ``read()`` on the caller's thread.
+Levels are RMS in dBFS: 0 for a full-scale square wave, about -3 for a
+full-scale sine, and ``SILENCE_DBFS`` (-100) for silence or no audio.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SAMPLE_RATE = 16000
+SILENCE_DBFS = -100.0
+_LEVEL_WINDOW_S = 0.1
+_STATUS_FAIL_S = 1.0        # flagged (underflow) audio in a row that counts as a failure
+_SFC_UPDATE_HEADER_NOW = 0x1060  # libsndfile command: rewrite the WAV header sizes now
+
+
+class CaptureError(RuntimeError):
+    """A microphone could not be opened; the message names the device and the reason."""
+
+
+def level_dbfs(block) -> float:
+    """RMS level of ``block`` in dBFS, floored at ``SILENCE_DBFS`` (also for empty input)."""
+    x = np.asarray(block, dtype=np.float32)
+    if x.size == 0:
+        return SILENCE_DBFS
+    rms = math.sqrt(float(np.mean(np.square(x, dtype=np.float64))))
+    return SILENCE_DBFS if rms <= 1e-5 else max(SILENCE_DBFS, 20.0 * math.log10(rms))
+
+
+def _sounddevice():
+    """Import sounddevice lazily, turning a missing PortAudio into a CaptureError."""
+    try:
+        return importlib.import_module("sounddevice")
+    except ImportError as exc:
+        raise CaptureError("Microphone capture needs the 'sounddevice' package: "
+                           "pip install sounddevice") from exc
+    except OSError as exc:  # sounddevice raises OSError when libportaudio is absent
+        raise CaptureError("Microphone capture needs the PortAudio library, which was not "
+                           "found: install it (Debian/Ubuntu: apt install libportaudio2; "
+                           f"Fedora: dnf install portaudio; macOS: brew install portaudio). ({exc})"
+                           ) from exc
+
+
+@dataclass(frozen=True)
+class InputDevice:
+    """A capture device as PortAudio lists it."""
+
+    index: int
+    name: str
+    host_api: str
+    default_samplerate: float
+    channels: int
+    is_default: bool
+
+
+def list_input_devices() -> list[InputDevice]:
+    """All devices with at least one input channel, in PortAudio order."""
+    sd = _sounddevice()
+    apis = sd.query_hostapis()
+    try:
+        default = sd.default.device[0]
+        default = int(default) if default is not None else -1
+    except (TypeError, ValueError, IndexError):
+        default = -1
+    if default < 0:
+        default = next((a["default_input_device"] for a in apis if a["default_input_device"] >= 0), -1)
+    return [InputDevice(index=d["index"], name=d["name"], host_api=apis[d["hostapi"]]["name"],
+                        default_samplerate=float(d["default_samplerate"]),
+                        channels=int(d["max_input_channels"]), is_default=d["index"] == default)
+            for d in sd.query_devices() if d["max_input_channels"] > 0]
+
+
+def default_input_device() -> InputDevice | None:
+    """The system's default microphone, or the first input when none is marked, or None."""
+    devices = list_input_devices()
+    return next((d for d in devices if d.is_default), devices[0] if devices else None)
+
+
+def _resolve_device(spec) -> InputDevice:
+    """Find the input named by ``spec`` (None, index, name, name fragment or InputDevice)."""
+    devices = list_input_devices()
+    names = ", ".join(repr(d.name) for d in devices) or "none"
+    if spec is None:
+        found = default_input_device()
+        if found is None:
+            raise CaptureError("No microphone found: PortAudio lists no input devices")
+        return found
+    if isinstance(spec, InputDevice):
+        spec = spec.name
+    if isinstance(spec, (int, np.integer)):
+        found = [d for d in devices if d.index == int(spec)]
+    else:
+        text = str(spec)
+        found = ([d for d in devices if d.name == text]
+                 or [d for d in devices if d.name.lower() == text.lower()]
+                 or [d for d in devices if text.lower() in d.name.lower()])
+        if len(found) > 1:
+            raise CaptureError(f"Microphone {text!r} is ambiguous: it matches "
+                               + ", ".join(repr(d.name) for d in found))
+    if not found:
+        raise CaptureError(f"Microphone {spec!r} not found. Available inputs: {names}")
+    return found[0]
+
+
+class AudioSource(ABC):
+    """A live source of float32 mono 16 kHz audio.
+
+    ``read()`` returns everything captured since the previous call (possibly
+    empty) without blocking; ``level`` is the recent RMS level in dBFS;
+    ``error`` is None, or a message once the source has failed.
+    """
+
+    sample_rate: int = SAMPLE_RATE
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin capturing (or playing)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop capturing; samples already captured stay available to ``read()``."""
+
+    @abstractmethod
+    def read(self) -> np.ndarray:
+        """Samples captured since the last read, float32 mono at 16 kHz."""
+
+    @property
+    @abstractmethod
+    def level(self) -> float:
+        """RMS level of the last ~100 ms in dBFS (``SILENCE_DBFS`` when silent)."""
+
+    @property
+    def error(self) -> str | None:
+        """None while healthy, else why the source stopped."""
+        return None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class _RingBuffer:
+    """Fixed-capacity frame FIFO: the audio callback writes, ``read()`` drains.
+
+    Writes copy into preallocated memory under a lock held for two slice
+    copies. When the reader falls behind, the oldest frames are overwritten;
+    each such write counts one overflow and the lost frames are tallied.
+    """
+
+    def __init__(self, capacity: int, channels: int):
+        self._buf = np.zeros((capacity, channels), dtype=np.float32)
+        self._lock = threading.Lock()
+        self._written = 0
+        self._read = 0
+        self.overflows = 0
+        self.dropped_frames = 0
+
+    def write(self, block) -> None:
+        cap, n = len(self._buf), len(block)
+        if n > cap:
+            block = block[n - cap:]
+        m = len(block)
+        with self._lock:
+            start = self._written % cap
+            first = min(m, cap - start)
+            self._buf[start:start + first] = block[:first]
+            if first < m:
+                self._buf[:m - first] = block[first:]
+            self._written += n
+            behind = self._written - self._read
+            if behind > cap:
+                self.overflows += 1
+                self.dropped_frames += behind - cap
+                self._read = self._written - cap
+
+    def _copy(self, begin: int, end: int) -> np.ndarray:
+        cap = len(self._buf)
+        idx = np.arange(begin, end) % cap
+        return self._buf[idx]
+
+    def read(self) -> np.ndarray:
+        with self._lock:
+            out = self._copy(self._read, self._written)
+            self._read = self._written
+        return out
+
+    def tail(self, frames: int) -> np.ndarray:
+        """The newest ``frames`` frames, whether read already or not."""
+        with self._lock:
+            return self._copy(max(0, self._written - frames, self._written - len(self._buf)),
+                              self._written)
+
+
+class MicrophoneSource(AudioSource):
+    """A PortAudio input stream resampled to 16 kHz mono.
+
+    Args:
+        device: None for the default input, a PortAudio index, a device name
+            (exact, case-insensitive, or a unique fragment) or an InputDevice.
+        block_ms: callback block length.
+        buffer_s: ring-buffer length; audio older than this is dropped when
+            ``read()`` is not called often enough (see ``overflows``).
+        stall_timeout_s: no callback for this long while running sets ``error``.
+    """
+
+    def __init__(self, device=None, block_ms: float = 50, buffer_s: float = 30.0,
+                 stall_timeout_s: float = 8.0):
+        if not 1 <= block_ms <= 1000:
+            raise ValueError(f"block_ms must be between 1 and 1000, got {block_ms}")
+        if buffer_s * 1000 < 2 * block_ms:
+            raise ValueError(f"buffer_s={buffer_s} must hold at least two blocks of {block_ms} ms")
+        if stall_timeout_s <= 0:
+            raise ValueError(f"stall_timeout_s must be positive, got {stall_timeout_s}")
+        self.device_spec = device
+        self.block_ms, self.buffer_s, self.stall_timeout_s = block_ms, buffer_s, stall_timeout_s
+        self.device: InputDevice | None = None
+        self.device_rate = 0
+        self.channels = 0
+        self.xruns = 0
+        self._name = str(device) if device is not None else "default"
+        self._stream = None
+        self._ring: _RingBuffer | None = None
+        self._resampler = None
+        self._pending = np.zeros(0, np.float32)
+        self._running = False
+        self._error: str | None = None
+        self._flagged = 0
+        self._last_callback = 0.0
+        self._abort_exc = Exception
+        self._lock = threading.Lock()
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    @property
+    def overflows(self) -> int:
+        """How many times the reader fell behind and audio was dropped."""
+        return self._ring.overflows if self._ring else 0
+
+    @property
+    def dropped_s(self) -> float:
+        """Seconds of audio dropped because the reader fell behind."""
+        return self._ring.dropped_frames / self.device_rate if self._ring else 0.0
+
+    @property
+    def level(self) -> float:
+        if self._ring is None or not self._running:
+            return SILENCE_DBFS
+        return level_dbfs(self._ring.tail(int(self.device_rate * _LEVEL_WINDOW_S)).mean(axis=1))
+
+    def _fail(self, reason: str) -> None:
+        if self._error is None:
+            self._error = f"Microphone '{self._name}' stopped: {reason}"
+
+    def _prepare(self, rate: int, channels: int) -> None:
+        """Reset the buffers for a stream of ``rate`` Hz with ``channels`` channels."""
+        soxr = importlib.import_module("soxr")
+        self.device_rate, self.channels = int(rate), int(channels)
+        self._ring = _RingBuffer(int(self.buffer_s * rate), channels)
+        self._resampler = (None if self.device_rate == SAMPLE_RATE else soxr.ResampleStream(
+            self.device_rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ"))
+        self._pending = np.zeros(0, np.float32)
+        self._error, self._flagged, self.xruns = None, 0, 0
+        self._last_callback = time.monotonic()
+        self._running = True
+
+    def _choose_format(self, sd, dev: InputDevice) -> tuple[int, int]:
+        for rate in dict.fromkeys((SAMPLE_RATE, int(round(dev.default_samplerate)))):
+            for channels in (1, 2):
+                if channels > dev.channels:
+                    continue
+                try:
+                    sd.check_input_settings(device=dev.index, channels=channels,
+                                            samplerate=rate, dtype="float32")
+                    return rate, channels
+                except Exception:  # unsupported combination: try the next one
+                    continue
+        raise CaptureError(f"Microphone '{dev.name}' accepts neither 16000 Hz nor its default "
+                           f"{dev.default_samplerate:g} Hz with 1 or 2 float32 channels")
+
+    def start(self) -> None:
+        """Open and start the stream; raises CaptureError if the device is missing or busy."""
+        if self._running:
+            return
+        sd = _sounddevice()
+        dev = _resolve_device(self.device_spec)
+        self.device, self._name = dev, dev.name
+        rate, channels = self._choose_format(sd, dev)
+        self._prepare(rate, channels)
+        self._abort_exc = sd.CallbackAbort
+        try:
+            self._stream = sd.InputStream(
+                device=dev.index, samplerate=rate, channels=channels, dtype="float32",
+                blocksize=max(1, int(rate * self.block_ms / 1000)), callback=self._callback,
+                finished_callback=self._finished_callback)
+            self._stream.start()
+        except Exception as exc:  # PortAudioError and friends
+            self._running, self._stream = False, None
+            raise CaptureError(f"Could not open microphone '{dev.name}': {exc}") from exc
+
+    def _callback(self, indata, frames, time_info, status) -> None:
+        """PortAudio thread: copy the block into the ring; nothing else heavy."""
+        try:
+            if status:
+                if status.input_overflow:
+                    self.xruns += 1
+                if status.input_underflow:
+                    self._flagged += frames
+                    if self._flagged >= _STATUS_FAIL_S * self.device_rate:
+                        self._fail(f"the device delivers no audio ({status})")
+                else:
+                    self._flagged = 0
+            else:
+                self._flagged = 0
+            self._ring.write(indata)
+            self._last_callback = time.monotonic()
+        except Exception as exc:
+            self._fail(f"audio callback failed: {exc!r}")
+            raise self._abort_exc from exc
+
+    def _finished_callback(self) -> None:
+        if self._running:
+            self._fail("the audio stream ended unexpectedly (device unplugged or driver error)")
+
+    def _convert(self, frames: np.ndarray, last: bool) -> np.ndarray:
+        mono = frames[:, 0] if frames.shape[1] == 1 else frames.mean(axis=1, dtype=np.float32)
+        mono = np.ascontiguousarray(mono, dtype=np.float32)
+        if self._resampler is None:
+            return mono
+        return self._resampler.resample_chunk(mono, last=last).astype(np.float32, copy=False)
+
+    def read(self) -> np.ndarray:
+        """Everything captured since the last read, as float32 mono 16 kHz."""
+        with self._lock:
+            out, self._pending = self._pending, np.zeros(0, np.float32)
+            if not self._running or self._ring is None:
+                return out
+            if self._stream is not None and self._error is None:
+                silent = time.monotonic() - self._last_callback
+                if silent > self.stall_timeout_s:
+                    self._fail(f"no audio received for {silent:.1f} s")
+            new = self._convert(self._ring.read(), last=False)
+            return new if out.size == 0 else np.concatenate([out, new])
+
+    def stop(self) -> None:
+        """Close the stream; the remaining samples are kept for the next ``read()``."""
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                try:
+                    stream.abort()
+                    stream.close()
+                except Exception as exc:  # the device may already be gone
+                    self._fail(f"closing the stream failed: {exc}")
+            tail = self._convert(self._ring.read(), last=True)
+            self._pending = np.concatenate([self._pending, tail])
+            self._resampler = None
+
+
+def _load_file_16k(path) -> np.ndarray:
+    """Decode ``path`` to float32 mono 16 kHz, via engine.audio when available."""
+    try:
+        from .audio import load_audio
+    except ImportError:
+        load_audio = None
+    if load_audio is not None:
+        return np.asarray(load_audio(path), dtype=np.float32)
+    import soundfile as sf
+    import soxr
+
+    from .errors import AudioLoadError
+    try:
+        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except Exception as exc:
+        raise AudioLoadError(path, str(exc)) from exc
+    mono = data.mean(axis=1, dtype=np.float32)
+    return mono if rate == SAMPLE_RATE else soxr.resample(mono, rate, SAMPLE_RATE).astype(np.float32)
+
+
+class FileSource(AudioSource):
+    """A file or 16 kHz array played back as if it were a microphone.
+
+    ``read()`` releases the samples whose time has come on a clock running at
+    ``speed`` x real time from ``start()`` (``float('inf')``: everything at
+    once). With ``manual=True`` the clock moves only through ``advance()``.
+    """
+
+    def __init__(self, source, speed: float = 1.0, *, manual: bool = False):
+        if not speed > 0:
+            raise ValueError(f"speed must be positive (or inf), got {speed}")
+        if isinstance(source, np.ndarray):
+            if source.ndim != 1:
+                raise ValueError(f"FileSource needs a 1-D mono 16 kHz array, got shape {source.shape}")
+            self._audio = np.ascontiguousarray(source, dtype=np.float32)
+        else:
+            self._audio = _load_file_16k(Path(source))
+        self.speed, self.manual = float(speed), manual
+        self._clock_s = 0.0     # audio seconds released before the current run
+        self._t0: float | None = None
+        self._returned = 0
+
+    @property
+    def duration(self) -> float:
+        return len(self._audio) / SAMPLE_RATE
+
+    @property
+    def position(self) -> float:
+        """Seconds of audio handed out by ``read()`` so far."""
+        return self._returned / SAMPLE_RATE
+
+    @property
+    def finished(self) -> bool:
+        return self._returned >= len(self._audio)
+
+    @property
+    def level(self) -> float:
+        start = max(0, self._returned - int(SAMPLE_RATE * _LEVEL_WINDOW_S))
+        return level_dbfs(self._audio[start:self._returned])
+
+    def _audio_time(self) -> float:
+        if self._t0 is None:
+            return self._clock_s
+        if math.isinf(self.speed):
+            return math.inf
+        return self._clock_s + (time.monotonic() - self._t0) * self.speed
+
+    def start(self) -> None:
+        if not self.manual and self._t0 is None:
+            self._t0 = time.monotonic()
+
+    def stop(self) -> None:
+        if self._t0 is not None:
+            self._clock_s, self._t0 = self._audio_time(), None
+
+    def advance(self, seconds: float) -> None:
+        """Manual mode: release the next ``seconds`` of audio."""
+        if not self.manual:
+            raise ValueError("advance() needs FileSource(..., manual=True)")
+        if seconds < 0:
+            raise ValueError(f"cannot advance by a negative time ({seconds})")
+        self._clock_s += seconds
+
+    def read(self) -> np.ndarray:
+        t = self._audio_time()
+        due = len(self._audio) if math.isinf(t) else min(len(self._audio),
+                                                          int(round(t * SAMPLE_RATE)))
+        out = self._audio[self._returned:max(due, self._returned)].copy()
+        self._returned = max(due, self._returned)
+        return out
+
+
+class SessionRecorder:
+    """Append captured 16 kHz blocks to a 16-bit WAV as they arrive.
+
+    Every ``flush_interval_s`` the data is synced and the WAV header rewritten,
+    so a crash loses at most that much and leaves a readable file; ``close()``
+    finalizes. (WAV caps at 4 GiB: about 37 hours of 16 kHz mono.)
+    """
+
+    def __init__(self, path, flush_interval_s: float = 1.0, sample_rate: int = SAMPLE_RATE):
+        if flush_interval_s < 0:
+            raise ValueError(f"flush_interval_s must be >= 0, got {flush_interval_s}")
+        import soundfile as sf
+
+        self._sf = sf
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.sample_rate, self.flush_interval_s = sample_rate, flush_interval_s
+        self._file = sf.SoundFile(str(self.path), "w", samplerate=sample_rate, channels=1,
+                                  subtype="PCM_16", format="WAV")
+        self._lock = threading.Lock()
+        self._last_flush = time.monotonic()
+        self.frames = 0
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.sample_rate
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def write(self, block) -> None:
+        """Append float32 mono samples (clipped to [-1, 1])."""
+        x = np.clip(np.asarray(block, dtype=np.float32).reshape(-1), -1.0, 1.0)
+        with self._lock:
+            if self._file.closed:
+                raise ValueError(f"SessionRecorder for {self.path} is closed")
+            if x.size:
+                self._file.write(x)
+                self.frames += x.size
+            if time.monotonic() - self._last_flush >= self.flush_interval_s:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        try:  # soundfile has no public call for this; libsndfile's own sync leaves size 0
+            self._sf._snd.sf_command(self._file._file, _SFC_UPDATE_HEADER_NOW, self._sf._ffi.NULL, 0)
+        except AttributeError:
+            pass
+        self._file.flush()
+        self._last_flush = time.monotonic()
+
+    def flush(self) -> None:
+        """Sync the samples and header to disk now."""
+        with self._lock:
+            if not self._file.closed:
+                self._flush_locked()
+
+    def close(self) -> None:
+        """Finalize the WAV; safe to call twice."""
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
