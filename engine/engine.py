@@ -34,7 +34,7 @@ class Engine:
 
     def __init__(self, model_dir, *, device=None, dtype=None, max_batch_size: int = 64,
                  max_prefill_rows: int = 8, max_step_tokens: int = 4096, kv_cache_bytes: int | None = None,
-                 block_size: int | None = None, pad_buckets: bool | None = None):
+                 block_size: int | None = None, pad_buckets: bool | None = None, use_vad: bool = True):
         self.model_dir = str(model_dir)
         self.torch_device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.torch_device)
@@ -53,7 +53,9 @@ class Engine:
         self.runner = ModelRunner(self.net, self.cache, self.torch_device,
                                   pad_buckets=on_cuda if pad_buckets is None else pad_buckets)
         self.aligner = None
+        self.use_vad = use_vad
         self._requests: dict[int, Request] = {}
+        self._jobs: list = []        # FileJobs and Streams; each advances once per step
 
     @property
     def device(self) -> str:
@@ -95,13 +97,42 @@ class Engine:
         return self.add_request(self.make_request(audio, language=language, context=context,
                                                   max_new_tokens=max_new_tokens, priority=priority))
 
+    def submit_file(self, source, *, language=None, context: str = "", word_timestamps: bool = False,
+                    priority: int = 0, max_chunk_seconds: float | None = None):
+        """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``."""
+        from .jobs import FileJob, array_job
+
+        options = dict(language=language, context=context, word_timestamps=word_timestamps, priority=priority,
+                       max_chunk_seconds=max_chunk_seconds, use_vad=self.use_vad)
+        if isinstance(source, (str, Path)):
+            job = FileJob(self, source, **options)
+        else:
+            job = array_job(self, as_samples(source), **options)
+        self._jobs.append(job)
+        return job
+
+    def open_stream(self, *, language=None, context: str = "", **options):
+        """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.stream."""
+        from .stream import Stream
+
+        stream = Stream(self, language=language, context=context, **options)
+        self._jobs.append(stream)
+        return stream
+
     def has_work(self) -> bool:
-        return self.scheduler.has_work()
+        return bool(self._jobs) or self.scheduler.has_work() or (
+            self.aligner is not None and self.aligner.has_work())
 
     # ---------------------------------------------------------------- the loop
     def step(self) -> list[RequestOutput]:
         """One engine step: schedule rows, run the model once, hand out tokens."""
+        for job in list(self._jobs):
+            job.advance()
+            if job.finished:
+                self._jobs.remove(job)
         outputs = self._reap_cancelled()
+        if self.aligner is not None and self.aligner.has_work():
+            self.aligner.step()
         rows = self.scheduler.schedule()
         if not rows:
             return outputs
@@ -168,13 +199,16 @@ class Engine:
 
     def transcribe(self, audio, *, language=None, context: str = "", word_timestamps: bool = False,
                    progress=None, max_chunk_seconds: float | None = None):
-        """Transcribe a whole file or array; long audio is cut into chunks that run as one batch."""
-        from .transcribe import transcribe_samples
-
-        return transcribe_samples(self, as_samples(audio), language=language, context=context,
-                                  word_timestamps=word_timestamps, progress=progress,
-                                  max_chunk_seconds=max_chunk_seconds,
-                                  source=str(audio) if isinstance(audio, (str, Path)) else "")
+        """Transcribe a whole file or array; its speech chunks run as one batch. Returns a Transcript."""
+        job = self.submit_file(audio, language=language, context=context, word_timestamps=word_timestamps,
+                               max_chunk_seconds=max_chunk_seconds)
+        while not job.finished:
+            self.step()
+            if progress is not None:
+                progress(job.progress)
+        if job.state == "failed":
+            raise RuntimeError(job.error)
+        return job.transcript
 
 
 def load(model_dir, device=None, dtype=None, *, aligner=None, **engine_options) -> Engine:

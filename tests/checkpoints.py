@@ -129,11 +129,12 @@ def build_checkpoint(out_dir, *, seed: int = 0, dims: dict = TINY, tie: bool = F
     cls = Qwen3ASRForTokenClassification if aligner else Qwen3ASRForConditionalGeneration
     model = cls(config).to(dtype)
     generator = torch.Generator().manual_seed(seed)
-    _fan_in_init(model, generator, embed_std=0.2 if aligner else 1.0)
+    _fan_in_init(model, generator, embed_std=0.01 if aligner else 1.0)
     if tie and not aligner:
         model.tie_weights()
-    model.generation_config.eos_token_id = config.eos_token_id
-    model.generation_config.pad_token_id = config.pad_token_id
+    if not aligner:
+        model.generation_config.eos_token_id = config.eos_token_id
+        model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(out_dir)
     processor = Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
                                   chat_template=tokenizer.chat_template)
