@@ -56,6 +56,7 @@ class Engine:
         self.use_vad = use_vad
         self._requests: dict[int, Request] = {}
         self._jobs: list = []        # FileJobs and Streams; each advances once per step
+        self._last_step_kinds: set[str] = set()
 
     @property
     def device(self) -> str:
@@ -137,6 +138,7 @@ class Engine:
         if not rows:
             return outputs
         before = {r.request.id: len(r.request.token_ids) for r in rows}
+        self._last_step_kinds = {r.kind for r in rows}
         try:
             next_tokens = self.runner.run(rows, self.config.timestamp_token_id)
             finished = self.scheduler.postprocess(rows, next_tokens)

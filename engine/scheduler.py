@@ -21,6 +21,13 @@ class ScheduledRow:
     length: int         # tokens this step feeds
     sample: bool        # whether this row ends at the request's last token (a token is produced)
 
+    @property
+    def kind(self) -> str:
+        """'decode' (one new token), 'prefill' (the rest of a prompt) or 'chunk' (part of one)."""
+        if not self.sample:
+            return "chunk"
+        return "decode" if self.length == 1 and self.request.token_ids else "prefill"
+
 
 @dataclass
 class SchedulerConfig:
@@ -42,6 +49,7 @@ class Scheduler:
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.step_count = 0
+        self.preemptions = 0
 
     def add(self, request: Request) -> None:
         request.arrival_step = self.step_count
@@ -61,6 +69,7 @@ class Scheduler:
             self.waiting.remove(request)
 
     def _preempt(self, request: Request) -> None:
+        self.preemptions += 1
         self.release(request)
         request.state = RequestState.WAITING
         self.waiting.insert(0, request)
