@@ -1,0 +1,37 @@
+"""Help > About: version, model, and a way to find the log file."""
+from __future__ import annotations
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout
+
+from app import APP_NAME, __version__
+from app.paths import log_file
+
+
+class AboutDialog(QDialog):
+    def __init__(self, model: str = "", device: str = "", parent=None):
+        super().__init__(parent)
+        self.setWindowTitle(f"About {APP_NAME}")
+        text = QLabel(
+            f"<h2>{APP_NAME}</h2><p>Version {__version__}</p>"
+            "<p>Speech to text on your own computer with Qwen3-ASR.<br>"
+            "Audio never leaves this machine.</p>"
+            f"<p>Model: {model or 'none loaded'}{f' on {device}' if device else ''}</p>"
+            f"<p>Log file: <code>{log_file()}</code></p>")
+        text.setWordWrap(True)
+        text.setTextInteractionFlags(text.textInteractionFlags()
+                                     | text.textInteractionFlags().TextSelectableByMouse)
+        open_log = QPushButton("Open log file")
+        open_log.clicked.connect(self.open_log)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        buttons.addButton(open_log, QDialogButtonBox.ButtonRole.ActionRole)
+        layout = QVBoxLayout(self)
+        layout.addWidget(text)
+        layout.addWidget(buttons)
+
+    def open_log(self) -> bool:
+        path = log_file()
+        target = path if path.exists() else path.parent
+        return QDesktopServices.openUrl(QUrl.fromLocalFile(str(target)))

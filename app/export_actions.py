@@ -1,0 +1,60 @@
+"""Exporting transcripts to files and the clipboard, using the settings' folder and template."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app import settings as S
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class ExportChoice:
+    fmt: str          # engine.exports.FORMATS key
+    label: str
+    karaoke: bool = False
+    timestamps: bool = False
+
+
+CHOICES = (
+    ExportChoice("srt", "SubRip subtitles (.srt)"),
+    ExportChoice("vtt", "WebVTT subtitles (.vtt)"),
+    ExportChoice("vtt", "WebVTT with word highlighting (karaoke .vtt)", karaoke=True),
+    ExportChoice("json", "JSON with segments and word times (.json)"),
+    ExportChoice("txt", "Plain text (.txt)"),
+    ExportChoice("txt", "Text with timestamps (.txt)", timestamps=True),
+)
+
+
+def output_folder(settings: Settings, source_path: str) -> Path:
+    """The export folder from settings, or the source file's own folder when none is set."""
+    configured = settings.get(S.EXPORT_DIR)
+    return Path(configured) if configured else Path(source_path).resolve().parent
+
+
+def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice) -> Path:
+    """Write one file; raises engine.exports.ExportError / ValueError with a plain message."""
+    from engine.exports import export
+
+    return export(transcript, choice.fmt, output_folder(settings, source_path),
+                  Path(source_path).stem, settings.cue_options(),
+                  template=settings.get(S.EXPORT_TEMPLATE) or "{stem}.{ext}",
+                  karaoke=choice.karaoke, timestamps=choice.timestamps)
+
+
+def export_many(settings: Settings, items, choice: ExportChoice) -> tuple[list[Path], list[str]]:
+    """Export (source_path, transcript) pairs; returns written paths and error messages."""
+    written, errors = [], []
+    for source_path, transcript in items:
+        try:
+            written.append(export_one(settings, transcript, source_path, choice))
+        except (OSError, ValueError) as exc:
+            errors.append(f"{Path(source_path).name}: {exc}")
+    return written, errors
+
+
+def clipboard_text(items, timestamps: bool = False) -> str:
+    from engine.exports import to_txt
+
+    parts = [to_txt(transcript, timestamps=timestamps).strip() for _, transcript in items]
+    return "\n\n".join(p for p in parts if p) + "\n"

@@ -1,0 +1,77 @@
+"""Past transcripts from the history database, newest first, with a filter box."""
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLineEdit, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
+
+FileIdRole = Qt.ItemDataRole.UserRole + 20
+
+
+class HistoryPanel(QWidget):
+    transcript_selected = Signal(int)  # file id
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter past transcripts")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self._apply_filter)
+        self.list = QListWidget()
+        self.list.setObjectName("historyList")
+        self.list.setAlternatingRowColors(True)
+        self.list.currentItemChanged.connect(self._current_changed)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.filter)
+        layout.addWidget(self.list, 1)
+        self._texts: dict[int, str] = {}
+
+    def set_records(self, records) -> None:
+        """``records``: engine.history.TranscriptRecord list, newest first."""
+        self.list.clear()
+        self._texts.clear()
+        for record in records:
+            self._append(record.file.id, record.file.path, record.file.finished_at,
+                         record.transcript, record.edited, at_top=False)
+        self._apply_filter(self.filter.text())
+
+    def add(self, file_id: int, path: str, finished_at: float | None, transcript,
+            edited: bool = False) -> None:
+        self.remove(file_id)
+        self._append(file_id, path, finished_at, transcript, edited, at_top=True)
+        self._apply_filter(self.filter.text())
+
+    def remove(self, file_id: int) -> None:
+        for row in range(self.list.count()):
+            if self.list.item(row).data(FileIdRole) == file_id:
+                self.list.takeItem(row)
+                return
+
+    def file_ids(self) -> list[int]:
+        return [self.list.item(row).data(FileIdRole) for row in range(self.list.count())]
+
+    def _append(self, file_id, path, finished_at, transcript, edited, at_top):
+        when = _dt.datetime.fromtimestamp(finished_at).strftime("%Y-%m-%d %H:%M") if finished_at else ""
+        preview = (transcript.text or "").strip().replace("\n", " ")
+        preview = preview[:80] + ("…" if len(preview) > 80 else "")
+        item = QListWidgetItem(f"{Path(path).name}{'  (edited)' if edited else ''}\n{when} · {preview}")
+        item.setData(FileIdRole, file_id)
+        item.setToolTip(path)
+        self._texts[file_id] = f"{path} {transcript.text}".lower()
+        if at_top:
+            self.list.insertItem(0, item)
+        else:
+            self.list.addItem(item)
+
+    def _apply_filter(self, text: str):
+        needle = text.strip().lower()
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            item.setHidden(bool(needle) and needle not in self._texts.get(item.data(FileIdRole), ""))
+
+    def _current_changed(self, current, _previous):
+        if current is not None:
+            self.transcript_selected.emit(current.data(FileIdRole))

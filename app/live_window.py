@@ -1,0 +1,307 @@
+"""Live captions: microphone (or a file played as one) to text as it is spoken.
+
+A 50 ms timer in the UI thread drains the AudioSource (``read()`` never
+blocks), optionally appends to a recording, and feeds the engine stream
+through the EngineClient. Committed text is shown normally, the tentative
+tail in lighter italics since it may still change.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import logging
+import shutil
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel,
+                               QProgressBar, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
+                               QWidget)
+
+from app import settings as S
+from app.paths import recordings_dir
+
+log = logging.getLogger(__name__)
+FILE_ITEM = "__file__"
+TENTATIVE_COLOR = "#94A3B8"  # dimmer than committed text: these words may still change
+
+
+def level_percent(dbfs: float) -> int:
+    """Map -60..0 dBFS onto the meter's 0..100."""
+    return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
+
+
+class LiveWindow(QWidget):
+    def __init__(self, client, settings, parent=None):
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setWindowTitle("Live captions")
+        self.resize(760, 420)
+        self.client, self.settings = client, settings
+        self.source = None
+        self.stream_id: int | None = None
+        self.recorder = None
+        self.recording_path: Path | None = None
+        self.committed: list[str] = []
+        self.tentative = ""
+
+        self.device_combo = QComboBox()
+        self.device_combo.setMinimumWidth(260)
+        self.refresh_devices()
+        self.start_button = QPushButton("Start")
+        self.start_button.clicked.connect(self.toggle)
+        self.meter = QProgressBar()
+        self.meter.setRange(0, 100)
+        self.meter.setTextVisible(False)
+        self.meter.setMaximumHeight(10)
+        self.meter.setToolTip("Input level")
+        self.font_spin = QSpinBox()
+        self.font_spin.setRange(8, 72)
+        self.font_spin.setSuffix(" pt")
+        self.font_spin.setValue(settings.get(S.LIVE_FONT_SIZE))
+        self.font_spin.valueChanged.connect(self._font_changed)
+        self.on_top_check = QCheckBox("Stay on top")
+        self.on_top_check.setChecked(settings.get(S.LIVE_STAY_ON_TOP))
+        self.on_top_check.toggled.connect(self.set_stay_on_top)
+        self.record_check = QCheckBox("Record audio")
+        self.record_check.setChecked(settings.get(S.LIVE_RECORD_AUDIO))
+        self.save_text_button = QPushButton("Save text…")
+        self.save_text_button.clicked.connect(self.save_text_dialog)
+        self.save_audio_button = QPushButton("Save audio…")
+        self.save_audio_button.clicked.connect(self.save_audio_dialog)
+        self.captions = QTextBrowser()
+        self.captions.setObjectName("liveTranscript")
+        self.status = QLabel("Choose a microphone and press Start.")
+        self.status.setWordWrap(True)
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Input:"))
+        top.addWidget(self.device_combo, 1)
+        top.addWidget(self.start_button)
+        options = QHBoxLayout()
+        options.addWidget(QLabel("Text size:"))
+        options.addWidget(self.font_spin)
+        options.addWidget(self.on_top_check)
+        options.addWidget(self.record_check)
+        options.addStretch(1)
+        options.addWidget(self.save_text_button)
+        options.addWidget(self.save_audio_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.meter)
+        layout.addWidget(self.captions, 1)
+        layout.addLayout(options)
+        layout.addWidget(self.status)
+
+        self.pump = QTimer(self, interval=50)
+        self.pump.timeout.connect(self._pump_audio)
+        worker = client.worker
+        worker.stream_update.connect(self._stream_update)
+        worker.stream_finished.connect(self._stream_finished)
+        worker.stream_failed.connect(self._stream_failed)
+        self._font_changed(self.font_spin.value())
+        self._update_buttons()
+        if self.on_top_check.isChecked():
+            self.set_stay_on_top(True)
+
+    # -- sources -----------------------------------------------------------------------
+    def refresh_devices(self):
+        self.device_combo.clear()
+        try:
+            from engine.capture import list_input_devices
+
+            devices = list_input_devices()
+        except Exception as exc:  # no PortAudio, no sound server: still allow files
+            log.info("no input devices: %s", exc)
+            devices = []
+        for dev in devices:
+            label = f"{dev.name} ({dev.host_api})" + (" — default" if dev.is_default else "")
+            self.device_combo.addItem(label, dev.index)
+            if dev.is_default:
+                self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
+        if not devices:
+            self.device_combo.addItem("No microphone found", None)
+        self.device_combo.addItem("Audio file (played as a microphone)…", FILE_ITEM)
+
+    def toggle(self):
+        if self.source is not None:
+            self.stop()
+            return
+        choice = self.device_combo.currentData()
+        try:
+            if choice == FILE_ITEM:
+                path, _ = QFileDialog.getOpenFileName(self, "Play a file as live input")
+                if not path:
+                    return
+                from engine.capture import FileSource
+
+                source = FileSource(path)
+            else:
+                from engine.capture import MicrophoneSource
+
+                source = MicrophoneSource(choice)
+        except Exception as exc:
+            self.status.setText(f"Cannot open the input: {exc}")
+            return
+        self.start_source(source)
+
+    def start_source(self, source) -> bool:
+        """Start captioning from any engine.capture.AudioSource (tests pass a FileSource)."""
+        if self.source is not None:
+            self.stop()
+        if not self.client.model_dir:
+            self.status.setText("No model is loaded yet: choose one in Models first.")
+            return False
+        try:
+            source.start()
+        except Exception as exc:
+            self.status.setText(f"Cannot start the input: {exc}")
+            return False
+        self.source = source
+        self.committed, self.tentative = [], ""
+        self._render()
+        self.recorder = None
+        if self.record_check.isChecked():
+            self._start_recording()
+        self.stream_id = self.client.open_stream(self.settings.get(S.LANGUAGE) or None,
+                                                 self.settings.get(S.CONTEXT))
+        self.pump.start()
+        self.status.setText("Listening…")
+        self._update_buttons()
+        return True
+
+    def _start_recording(self):
+        try:
+            from engine.capture import SessionRecorder
+
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            self.recording_path = recordings_dir() / f"live-{stamp}.wav"
+            self.recorder = SessionRecorder(self.recording_path)
+        except Exception as exc:
+            self.recorder, self.recording_path = None, None
+            self.status.setText(f"Recording is off: {exc}")
+
+    def stop(self):
+        """Stop the input; the stream finishes the last words, then closes."""
+        if self.source is None:
+            return
+        self.pump.stop()
+        self._pump_audio(final=True)
+        try:
+            self.source.stop()
+        except Exception:
+            log.exception("stopping the audio source")
+        self.source = None
+        self.meter.setValue(0)
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.stream_id is not None:
+            self.client.close_stream(self.stream_id)
+        self.status.setText("Stopped." + (f" Audio recorded to {self.recording_path}."
+                                          if self.recording_path else ""))
+        self._update_buttons()
+
+    def _pump_audio(self, final: bool = False):
+        source = self.source
+        if source is None:
+            return
+        pcm = source.read()
+        if len(pcm):
+            if self.recorder is not None:
+                self.recorder.write(pcm)
+            if self.stream_id is not None:
+                self.client.feed_stream(self.stream_id, pcm)
+        self.meter.setValue(level_percent(source.level))
+        if source.error:
+            self.status.setText(f"Input stopped: {source.error}")
+            self.stop()
+        elif not final and getattr(source, "finished", False):
+            self.stop()  # a file source ran out: finish like a user pressing Stop
+
+    # -- results -----------------------------------------------------------------------
+    def _stream_update(self, stream_id: int, committed, tentative: str):
+        if stream_id != self.stream_id:
+            return
+        self.committed = [seg.text for seg in committed]
+        self.tentative = tentative
+        self._render()
+
+    def _stream_finished(self, stream_id: int):
+        if stream_id == self.stream_id:
+            self.tentative = ""
+            self._render()
+            self.stream_id = None
+            self._update_buttons()
+
+    def _stream_failed(self, stream_id: int, message: str):
+        if stream_id == self.stream_id:
+            self.stream_id = None
+            self.stop()
+            self.status.setText(message)
+
+    def committed_text(self) -> str:
+        return " ".join(t.strip() for t in self.committed if t.strip())
+
+    def _render(self):
+        body = html.escape(self.committed_text())
+        if self.tentative:
+            body += (f' <span style="color:{TENTATIVE_COLOR}; font-style:italic">'
+                     f"{html.escape(self.tentative)}</span>")
+        self.captions.setHtml(f"<div>{body}</div>")
+        bar = self.captions.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    # -- options and saving -------------------------------------------------------------
+    def _font_changed(self, size: int):
+        # Light on dark like TV captions, in both themes: readable over any background.
+        self.captions.setStyleSheet(
+            f"QTextBrowser#liveTranscript {{ font-size: {size}pt; background-color: #0F172A;"
+            f" color: #F8FAFC; border-radius: 10px; padding: 10px 14px; }}")
+        self.settings.set(S.LIVE_FONT_SIZE, size)
+
+    def set_stay_on_top(self, on: bool):
+        self.settings.set(S.LIVE_STAY_ON_TOP, on)
+        visible = self.isVisible()
+        self.setWindowFlag(Qt.WindowType.WindowStaysOnTopHint, on)
+        if visible:
+            self.show()  # changing window flags hides the window
+
+    def save_text(self, path) -> Path:
+        from engine.exports import write_atomic
+
+        return write_atomic(path, self.committed_text() + "\n")
+
+    def save_text_dialog(self):
+        path, _ = QFileDialog.getSaveFileName(self, "Save the transcript", "live-captions.txt",
+                                              "Text (*.txt)")
+        if path:
+            try:
+                self.save_text(path)
+                self.status.setText(f"Saved {path}")
+            except OSError as exc:
+                self.status.setText(str(exc))
+
+    def save_audio_dialog(self):
+        if self.recording_path is None or not self.recording_path.exists():
+            self.status.setText("Nothing recorded: tick “Record audio” before pressing Start.")
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Save the recording", self.recording_path.name,
+                                              "WAV audio (*.wav)")
+        if path:
+            try:
+                shutil.copyfile(self.recording_path, path)
+                self.status.setText(f"Saved {path}")
+            except OSError as exc:
+                self.status.setText(f"Cannot save {path}: {exc}")
+
+    def _update_buttons(self):
+        running = self.source is not None
+        self.start_button.setText("Stop" if running else "Start")
+        self.device_combo.setEnabled(not running)
+        self.record_check.setEnabled(not running)
+        self.save_audio_button.setEnabled(not running and self.recording_path is not None)
+
+    def closeEvent(self, event):
+        self.stop()
+        self.settings.set(S.LIVE_RECORD_AUDIO, self.record_check.isChecked())
+        super().closeEvent(event)

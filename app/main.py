@@ -1,0 +1,124 @@
+"""Entry point: ``qwen3-asr-desktop`` / ``python -m app [--model DIR] [FILE ...]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from app import APP_NAME, __version__
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="qwen3-asr-desktop",
+                                     description=f"{APP_NAME}: local speech-to-text with Qwen3-ASR.")
+    parser.add_argument("files", nargs="*", help="audio or video files (or folders) to queue")
+    parser.add_argument("--model", metavar="DIR", help="model folder to use (saved in the settings)")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--self-test", action="store_true",
+                        help="load --model, transcribe a generated 2 s clip, print it and exit")
+    return parser.parse_args(argv)
+
+
+def self_test(model_dir: str | None, out=sys.stdout) -> int:
+    """Load the engine and transcribe a synthetic clip, without any window."""
+    if not model_dir:
+        print("self-test failed: --self-test needs --model DIR", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        import numpy as np
+        import soundfile as sf
+
+        import engine
+
+        started = time.monotonic()
+        eng = engine.load(model_dir)
+        loaded = time.monotonic() - started
+        rng = np.random.default_rng(0)
+        t = np.arange(32000) / 16000.0
+        clip = (0.3 * np.sin(2 * np.pi * 220.0 * t) + 0.02 * rng.standard_normal(t.size))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "self-test.wav"
+            sf.write(str(path), clip.astype(np.float32), 16000)
+            job = eng.submit_file(str(path))
+            while eng.has_work():
+                eng.step()
+            if job.state != "done":
+                raise RuntimeError(job.error or f"the job ended as {job.state}")
+            transcript = job.transcript
+        print(f"{APP_NAME} {__version__} self-test", file=out)
+        print(f"model: {eng.model_dir} on {eng.device} ({eng.dtype}), loaded in {loaded:.1f} s",
+              file=out)
+        print(f"transcript: {transcript.text!r} (language: {transcript.language})", file=out)
+        print("self-test passed", file=out)
+        return EXIT_OK
+    except Exception as exc:
+        print(f"self-test failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def run_gui(args: argparse.Namespace, loader=None) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from app.logging_setup import setup_logging
+
+    setup_logging()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    window, client = build_app(app, args, loader)
+    window.show()
+    window.start()
+    if args.files:
+        window.add_paths(args.files)
+    code = app.exec()
+    client.shutdown()
+    return code
+
+
+def build_app(app, args, loader=None):
+    """Create settings, history, the engine thread and the main window (tests call this too)."""
+    from app import settings as S
+    from app.engine_client import EngineClient
+    from app.main_window import MainWindow
+    from app.paths import history_file
+    from app.settings import Settings
+    from app.theme import apply_theme, follow_system_scheme
+    from engine.history import History
+
+    app.setApplicationName(APP_NAME)
+    app.setApplicationVersion(__version__)
+    app.setOrganizationName("Qwen3ASR")
+    try:
+        import resources
+
+        app.setWindowIcon(resources.app_icon())
+        app.setDesktopFileName(resources.APP_ID)
+    except Exception:  # icons are cosmetic: a missing resources package must not stop the app
+        pass
+    settings = Settings()
+    if getattr(args, "model", None):
+        settings.set(S.MODEL, str(Path(args.model).resolve()))
+        settings.sync()
+    apply_theme(app, settings.get(S.THEME))
+    follow_system_scheme(app, lambda: settings.get(S.THEME))
+    client = EngineClient(loader)
+    window = MainWindow(client, History(history_file()), settings)
+    window.restore_geometry()
+    app.aboutToQuit.connect(lambda: client.shutdown())
+    return window, client
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.version:
+        print(f"qwen3-asr-desktop {__version__}")
+        return EXIT_OK
+    if args.self_test:
+        return self_test(args.model)
+    return run_gui(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""The main window: queue and history on the left, the transcript on the right."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QSplitter,
+                               QTabWidget, QToolButton)
+
+from app import APP_NAME
+from app import settings as S
+from app.export_actions import CHOICES, clipboard_text, export_many
+from app.file_collect import collect_audio_files, describe_refused
+from app.history_panel import HistoryPanel
+from app.queue_controller import QueueController
+from app.queue_view import QueuePanel
+from app.transcript_view import TranscriptView
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, client, history, settings, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle(APP_NAME)
+        self.setAcceptDrops(True)
+        self.resize(1180, 720)
+        self.client, self.history, self.settings = client, history, settings
+        self.queue = QueueController(client, history, settings.get(S.PARALLEL_FILES), self)
+        self.queue.word_timestamps = bool(settings.get(S.WORD_TIMESTAMPS) and settings.get(S.ALIGNER))
+        self.queue_panel = QueuePanel(self.queue.model)
+        self.history_panel = HistoryPanel()
+        self.transcript_view = TranscriptView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.queue_panel, "Queue")
+        self.tabs.addTab(self.history_panel, "History")
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.addWidget(self.transcript_view)
+        self.splitter.setSizes([640, 540])
+        self.setCentralWidget(self.splitter)
+        self.live_window = None
+        self._selected_id: int | None = None
+        self._build_actions()
+        self._build_status_bar()
+        self._connect()
+        self.history_panel.set_records(history.list_transcripts())
+        self.queue.restore(history.unfinished())
+
+    # -- construction ---------------------------------------------------------------------
+    def _action(self, text, slot, shortcut=None, tip=""):
+        action = QAction(text, self)
+        action.triggered.connect(slot)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setStatusTip(tip)
+        return action
+
+    def _build_actions(self):
+        self.add_action = self._action("Add files…", self.add_files_dialog,
+                                       QKeySequence.StandardKey.Open, "Add audio or video files")
+        self.add_folder_action = self._action("Add folder…", self.add_folder_dialog)
+        self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.live_action = self._action("Live captions", self.open_live_window, "Ctrl+L",
+                                        "Transcribe the microphone as you speak")
+        self.models_action = self._action("Models…", self.open_model_manager)
+        self.settings_action = self._action("Settings…", self.open_settings,
+                                            QKeySequence.StandardKey.Preferences)
+        self.about_action = self._action("About", self.open_about)
+        table = self.queue_panel.table
+        self.cancel_action = self._action("Cancel", lambda: self.queue.cancel(table.selected_job_ids()))
+        self.retry_action = self._action("Retry", lambda: self.queue.retry(table.selected_job_ids()))
+        self.remove_action = self._action("Remove", self.remove_selected)
+        self.export_menu = QMenu("Export", self)
+        self.export_actions = []
+        for choice in CHOICES:
+            action = self.export_menu.addAction(choice.label)
+            action.triggered.connect(lambda _=False, c=choice: self.export_selected(c))
+            self.export_actions.append(action)
+        self.export_menu.addSeparator()
+        self.copy_action = self.export_menu.addAction("Copy text to clipboard")
+        self.copy_action.triggered.connect(self.copy_selected)
+        # Ctrl+E exports in the first format (SRT); the menu has the rest.
+        self.export_default_action = self._action("Export SRT", lambda: self.export_selected(CHOICES[0]),
+                                                  "Ctrl+E")
+        table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        for action in (self.cancel_action, self.retry_action, self.remove_action):
+            table.addAction(action)
+        table.addAction(self.export_menu.menuAction())
+        file_menu = self.menuBar().addMenu("&File")
+        for action in (self.add_action, self.add_folder_action):
+            file_menu.addAction(action)
+        file_menu.addMenu(self.export_menu)
+        file_menu.addAction(self.export_default_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        tools = self.menuBar().addMenu("&Tools")
+        for action in (self.live_action, self.models_action, self.settings_action):
+            tools.addAction(action)
+        self.menuBar().addMenu("&Help").addAction(self.about_action)
+        toolbar = self.addToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        toolbar.addAction(self.add_action)
+        export_button = QToolButton()
+        export_button.setText("Export")
+        export_button.setMenu(self.export_menu)
+        export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        toolbar.addWidget(export_button)
+        toolbar.addSeparator()
+        for action in (self.live_action, self.models_action, self.settings_action):
+            toolbar.addAction(action)
+
+    def _build_status_bar(self):
+        self.model_label = QLabel("No model")
+        self.activity_label = QLabel("")
+        for label in (self.model_label, self.activity_label):
+            label.setContentsMargins(8, 0, 8, 0)
+        self.statusBar().addPermanentWidget(self.activity_label)
+        self.statusBar().addPermanentWidget(self.model_label)
+
+    def _connect(self):
+        panel = self.queue_panel
+        panel.cancel_clicked.connect(lambda: self.queue.cancel(panel.table.selected_job_ids()))
+        panel.retry_clicked.connect(lambda: self.queue.retry(panel.table.selected_job_ids()))
+        panel.remove_clicked.connect(self.remove_selected)
+        panel.move_clicked.connect(lambda d: self.queue.move(panel.table.selected_job_ids(), d))
+        panel.table.selectionModel().currentRowChanged.connect(self._queue_row_changed)
+        self.history_panel.transcript_selected.connect(self._show_history_transcript)
+        self.transcript_view.segment_edited.connect(self._segment_edited)
+        self.queue.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.queue.job_done.connect(self._job_done)
+        self.queue.job_changed.connect(self._job_changed)
+        worker = self.client.worker
+        worker.model_loading.connect(lambda m: self.model_label.setText(f"Loading {Path(m).name}…"))
+        worker.model_loaded.connect(self._model_loaded)
+        worker.model_failed.connect(self._model_failed)
+        worker.activity.connect(self.activity_label.setText)
+
+    # -- files in -----------------------------------------------------------------------------
+    def add_paths(self, paths) -> list[int]:
+        """Queue files and folders (recursively); unsupported ones are reported, not queued."""
+        collected = collect_audio_files(paths)
+        if collected.refused:
+            self.statusBar().showMessage(describe_refused(collected.refused), 15000)
+        ids = self.queue.add_files(collected.accepted, self.settings.get(S.LANGUAGE) or None,
+                                   self.settings.get(S.CONTEXT))
+        if ids:
+            self.tabs.setCurrentWidget(self.queue_panel)
+            if collected.refused:
+                self.statusBar().showMessage(
+                    f"Added {len(ids)} files. " + describe_refused(collected.refused), 15000)
+        return ids
+
+    def add_files_dialog(self):
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add audio or video files")
+        self.add_paths(paths)
+
+    def add_folder_dialog(self):
+        folder = QFileDialog.getExistingDirectory(self, "Add every audio file in a folder")
+        if folder:
+            self.add_paths([folder])
+
+    def dragEnterEvent(self, event):
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dragMoveEvent(self, event):
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event):
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.add_paths(paths)
+
+    # -- selection and transcript ------------------------------------------------------------
+    def _queue_row_changed(self, current, _previous):
+        if current.isValid():
+            self._show_queue_item(self.queue.model.items[current.row()].job_id)
+
+    def _show_queue_item(self, job_id: int):
+        item = self.queue.model.item(job_id)
+        if item is None:
+            return
+        self._selected_id = job_id
+        status = {"waiting": "Waiting to start.", "queued": "Starting…",
+                  "running": f"Transcribing… {item.progress * 100:.0f}%",
+                  "failed": item.error or "Failed.", "cancelled": "Cancelled."}.get(item.state, "")
+        self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status)
+
+    def _show_history_transcript(self, file_id: int):
+        record, transcript = self.history.get_file(file_id), self.history.get_transcript(file_id)
+        if record is not None and transcript is not None:
+            self._selected_id = file_id
+            self.transcript_view.show_transcript(file_id, transcript, record.path,
+                                                 Path(record.path).name)
+
+    def _job_done(self, job_id: int):
+        item = self.queue.model.item(job_id)
+        rec = self.history.get_file(job_id)
+        self.history_panel.add(job_id, item.path, rec.finished_at if rec else None, item.transcript)
+        if self._selected_id == job_id or self._selected_id is None:
+            self.queue_panel.table.selectRow(self.queue.model.row_of(job_id))
+            self._show_queue_item(job_id)
+
+    def _job_changed(self, job_id: int):
+        if self._selected_id == job_id and self.transcript_view.model.transcript is None:
+            self._show_queue_item(job_id)
+
+    def _segment_edited(self, file_id: int, index: int, text: str):
+        try:
+            transcript = self.history.update_segment_text(file_id, index, text)
+        except (KeyError, IndexError) as exc:
+            self.statusBar().showMessage(f"Could not save the edit: {exc}", 10000)
+            return
+        item = self.queue.model.item(file_id)
+        if item is not None:
+            item.transcript = transcript
+        if self.transcript_view.model.file_id == file_id:
+            self.transcript_view.model.replace_segment(index, transcript.segments[index])
+        rec = self.history.get_file(file_id)
+        self.history_panel.add(file_id, rec.path, rec.finished_at, transcript, edited=True)
+        self.statusBar().showMessage("Edit saved", 3000)
+
+    def selected_transcripts(self) -> list[tuple[str, object]]:
+        """(source path, transcript) for the selected finished files, else the one shown."""
+        out = []
+        if self.tabs.currentWidget() is self.queue_panel:
+            for job_id in self.queue_panel.table.selected_job_ids():
+                transcript = self.history.get_transcript(job_id)
+                if transcript is not None:
+                    out.append((self.queue.model.item(job_id).path, transcript))
+        if not out and self._selected_id is not None:
+            rec, transcript = self.history.get_file(self._selected_id), \
+                self.history.get_transcript(self._selected_id)
+            if rec is not None and transcript is not None:
+                out.append((rec.path, transcript))
+        return out
+
+    def export_selected(self, choice) -> list[Path]:
+        items = self.selected_transcripts()
+        if not items:
+            self.statusBar().showMessage("Select a finished file to export.", 8000)
+            return []
+        written, errors = export_many(self.settings, items, choice)
+        if errors:
+            QMessageBox.warning(self, "Export", "\n".join(errors))
+        if written:
+            where = written[0] if len(written) == 1 else f"{len(written)} files in {written[0].parent}"
+            self.statusBar().showMessage(f"Exported {where}", 10000)
+        return written
+
+    def copy_selected(self):
+        items = self.selected_transcripts()
+        if items:
+            QGuiApplication.clipboard().setText(clipboard_text(items))
+            self.statusBar().showMessage("Copied the transcript text", 5000)
+
+    def remove_selected(self):
+        self.queue.remove(self.queue_panel.table.selected_job_ids())
+
+    # -- model --------------------------------------------------------------------------
+    def load_configured_model(self) -> bool:
+        model = self.settings.get(S.MODEL)
+        if not model:
+            self.model_label.setText("No model")
+            return False
+        device, dtype = self.settings.get(S.DEVICE), self.settings.get(S.DTYPE)
+        self.client.load_model(model, "" if device == "auto" else device,
+                               "" if dtype == "auto" else dtype, self.settings.get(S.ALIGNER))
+        return True
+
+    def _model_loaded(self, model_dir: str, device: str):
+        self.model_label.setText(f"Model: {Path(model_dir).name} on {device}")
+        self.statusBar().showMessage(f"Model ready: {Path(model_dir).name} on {device}", 8000)
+
+    def _model_failed(self, message: str):
+        self.model_label.setText("Model failed to load")
+        self.statusBar().showMessage(message, 20000)
+        QMessageBox.warning(self, "Model", f"{message}\n\nChoose another model in Models….")
+
+    # -- other windows ---------------------------------------------------------------------------
+    def open_live_window(self):
+        from app.live_window import LiveWindow
+
+        if self.live_window is None:
+            self.live_window = LiveWindow(self.client, self.settings)
+        self.live_window.show()
+        self.live_window.raise_()
+        return self.live_window
+
+    def open_settings(self):
+        from app.settings_dialog import SettingsDialog
+
+        before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)]
+        dialog = SettingsDialog(self.settings, self)
+        if dialog.exec():
+            self.apply_settings(before)
+        return dialog
+
+    def apply_settings(self, model_before=None):
+        from app.theme import apply_theme
+
+        self.queue.parallel = max(1, self.settings.get(S.PARALLEL_FILES))
+        self.queue.word_timestamps = bool(self.settings.get(S.WORD_TIMESTAMPS)
+                                          and self.settings.get(S.ALIGNER))
+        app = QGuiApplication.instance()
+        if app is not None:
+            apply_theme(app, self.settings.get(S.THEME))
+        now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)]
+        if model_before is not None and now != model_before:
+            self.load_configured_model()
+        self.queue.dispatch()
+
+    def open_model_manager(self, first_run: bool = False):
+        from app.model_manager import ModelManagerDialog
+
+        dialog = ModelManagerDialog(self.settings.get(S.MODEL), first_run, self)
+        dialog.model_chosen.connect(self._model_chosen)
+        dialog.open()
+        return dialog
+
+    def _model_chosen(self, folder: str, kind: str):
+        self.settings.set(S.ALIGNER if kind == "aligner" else S.MODEL, folder)
+        self.settings.sync()
+        self.apply_settings(model_before=[])
+
+    def open_about(self):
+        from app.about_dialog import AboutDialog
+
+        dialog = AboutDialog(self.client.model_dir, self.client.device, self)
+        dialog.open()
+        return dialog
+
+    def start(self):
+        """After the window shows: load the model, or guide a first-time user to Models."""
+        if not self.load_configured_model():
+            QTimer.singleShot(0, lambda: self.open_model_manager(first_run=True))
+
+    def closeEvent(self, event):
+        self.queue.shutdown()
+        if self.live_window is not None:
+            self.live_window.close()
+        self.settings.set_raw("window/geometry", self.saveGeometry())
+        self.settings.set_raw("window/splitter", self.splitter.saveState())
+        self.settings.sync()
+        super().closeEvent(event)
+
+    def restore_geometry(self):
+        geometry, splitter = self.settings.raw("window/geometry"), self.settings.raw("window/splitter")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if splitter is not None:
+            self.splitter.restoreState(splitter)

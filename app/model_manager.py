@@ -1,0 +1,206 @@
+"""Models: download a known Qwen3-ASR checkpoint, or pick a local folder.
+
+Downloads run in a QThread through engine.hub; the dialog shows bytes done and
+can cancel. Offline, it says so plainly and points to the local-folder option.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel,
+                               QHeaderView, QProgressBar, QPushButton, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout)
+
+from engine import hub
+from engine.hub import KNOWN_MODELS, default_model_dest, is_model_dir
+
+
+MODEL_ROLE = Qt.ItemDataRole.UserRole + 30
+
+
+class DownloadThread(QThread):
+    progress = Signal(float, float)  # bytes done, bytes total (floats: sizes pass 2 GiB)
+    succeeded = Signal(str)          # folder
+    failed = Signal(str)             # message for the user
+
+    def __init__(self, repo_id: str, dest: Path, parent=None):
+        super().__init__(parent)
+        self.repo_id, self.dest = repo_id, dest
+        self.cancel_event = threading.Event()
+
+    def run(self):
+        try:
+            path = hub.download_model(self.repo_id, self.dest,
+                                      progress=lambda d, t: self.progress.emit(float(d), float(t)),
+                                      cancel=self.cancel_event)
+        except hub.DownloadCancelled:
+            self.failed.emit("Download cancelled.")
+        except hub.NetworkUnavailable as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # disk full, repository gone, ...: tell the user what happened
+            self.failed.emit(f"Downloading {self.repo_id} failed: {exc}")
+        else:
+            self.succeeded.emit(str(path))
+
+
+class ModelManagerDialog(QDialog):
+    model_chosen = Signal(str, str)  # folder, kind ("asr" or "aligner")
+
+    def __init__(self, current_model: str = "", first_run: bool = False, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Models")
+        self.setMinimumSize(780, 420)
+        intro = QLabel(
+            "<b>Choose a speech model to get started.</b> Download one (it is stored on this "
+            "computer and works offline afterwards), or pick a folder that already holds one."
+            if first_run else "Download a model, or use a model folder you already have.")
+        intro.setWordWrap(True)
+        self.list = QTreeWidget()
+        self.list.setObjectName("modelList")
+        self.list.setHeaderLabels(["Model", "Status", "What it is"])
+        self.list.setRootIsDecorated(False)
+        self.list.setAlternatingRowColors(True)
+        self.list.setWordWrap(True)
+        header = self.list.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        for model in KNOWN_MODELS:
+            item = QTreeWidgetItem(self.list)
+            item.setData(0, MODEL_ROLE, model)
+            item.setText(0, model.repo_id)
+            item.setText(2, model.description)
+            item.setToolTip(2, model.description)
+        self.refresh_list(current_model)
+        self.list.currentItemChanged.connect(lambda *_: self._update_buttons())
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.download_button = QPushButton("Download")
+        self.download_button.clicked.connect(self.start_download)
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.clicked.connect(self.cancel_download)
+        self.use_button = QPushButton("Use this model")
+        self.use_button.clicked.connect(self.use_selected)
+        self.folder_button = QPushButton("Choose a local folder…")
+        self.folder_button.clicked.connect(self.choose_folder)
+        row = QHBoxLayout()
+        for button in (self.download_button, self.cancel_button, self.use_button):
+            row.addWidget(button)
+        row.addStretch(1)
+        row.addWidget(self.folder_button)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addLayout(row)
+        layout.addWidget(close)
+        self.thread: DownloadThread | None = None
+        self.select(0)
+        self._update_buttons()
+
+    def select(self, row: int):
+        self.list.setCurrentItem(self.list.topLevelItem(row))
+
+    def refresh_list(self, current_model: str = ""):
+        for row in range(self.list.topLevelItemCount()):
+            item = self.list.topLevelItem(row)
+            model = item.data(0, MODEL_ROLE)
+            dest = default_model_dest(model.repo_id)
+            if is_model_dir(dest):
+                state = "in use" if str(dest) == current_model else "downloaded"
+            else:
+                state = "not downloaded"
+            item.setText(1, state)
+
+    def selected_model(self):
+        item = self.list.currentItem()
+        return item.data(0, MODEL_ROLE) if item else None
+
+    def _update_buttons(self):
+        model = self.selected_model()
+        busy = self.thread is not None and self.thread.isRunning()
+        downloaded = model is not None and is_model_dir(default_model_dest(model.repo_id))
+        self.download_button.setEnabled(model is not None and not busy and not downloaded)
+        self.cancel_button.setEnabled(busy)
+        self.use_button.setEnabled(downloaded and not busy)
+        self.list.setEnabled(not busy)
+
+    def start_download(self):
+        model = self.selected_model()
+        if model is None:
+            return
+        self.thread = DownloadThread(model.repo_id, default_model_dest(model.repo_id), self)
+        self.thread.progress.connect(self._progress)
+        self.thread.succeeded.connect(self._downloaded)
+        self.thread.failed.connect(self._failed)
+        self.thread.finished.connect(self._update_buttons)
+        self.progress.setRange(0, 0)
+        self.progress.setVisible(True)
+        self.status.setText(f"Connecting to download {model.repo_id}…")
+        self.thread.start()
+        self._update_buttons()
+
+    def cancel_download(self):
+        if self.thread is not None:
+            self.thread.cancel_event.set()
+            self.status.setText("Cancelling…")
+
+    def _progress(self, done: float, total: float):
+        if total > 0:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * min(1.0, done / total)))
+            self.status.setText(f"Downloaded {done / 1e6:,.0f} of {total / 1e6:,.0f} MB")
+
+    def _downloaded(self, folder: str):
+        self.progress.setVisible(False)
+        model = self.selected_model()
+        self.status.setText(f"Downloaded to {folder}.")
+        self.refresh_list()
+        if model is not None:
+            self.model_chosen.emit(folder, model.kind)
+
+    def _failed(self, message: str):
+        self.progress.setVisible(False)
+        self.status.setText(message)
+
+    def use_selected(self):
+        model = self.selected_model()
+        if model is not None:
+            folder = str(default_model_dest(model.repo_id))
+            self.model_chosen.emit(folder, model.kind)
+            self.status.setText(f"Using {model.repo_id}.")
+            self.refresh_list(folder)
+
+    def choose_folder(self):
+        folder = QFileDialog.getExistingDirectory(self, "Choose a model folder")
+        if folder:
+            self.use_folder(folder)
+
+    def use_folder(self, folder: str) -> bool:
+        if not is_model_dir(folder):
+            self.status.setText(f"{folder} does not hold a model: it needs config.json, "
+                                "*.safetensors weights and tokenizer files.")
+            return False
+        kind = "aligner" if "aligner" in Path(folder).name.lower() else "asr"
+        self.model_chosen.emit(folder, kind)
+        self.status.setText(f"Using {folder}.")
+        return True
+
+    def closeEvent(self, event):
+        self.cancel_download()
+        if self.thread is not None:
+            self.thread.wait(5000)
+        super().closeEvent(event)
+
+    def reject(self):
+        self.cancel_download()
+        if self.thread is not None:
+            self.thread.wait(5000)
+        super().reject()

@@ -1,0 +1,159 @@
+"""Play a file from a given time, reporting the position for word highlighting.
+
+Backends, best first: QtMultimedia's QMediaPlayer (in PySide6-Addons, not in
+PySide6-Essentials); sounddevice (already a dependency for the microphone) on
+audio decoded by engine.audio; else none, and ``unavailable_reason`` says why
+so the UI can tell the user instead of failing silently.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from PySide6.QtCore import QObject, QTimer, QUrl, Signal
+
+log = logging.getLogger(__name__)
+
+
+
+def _qt_multimedia():
+    try:
+        from PySide6.QtMultimedia import QAudioOutput, QMediaPlayer
+
+        return QMediaPlayer, QAudioOutput
+    except ImportError:
+        return None
+
+
+def _sounddevice_output():
+    try:
+        import sounddevice as sd
+
+        sd.query_devices(kind="output")  # raises when there is no output device
+        return sd
+    except Exception as exc:
+        log.info("no sounddevice output: %s", exc)
+        return None
+
+
+class Player(QObject):
+    position_changed = Signal(float)   # seconds
+    playing_changed = Signal(bool)
+    failed = Signal(str)
+    _decoded = Signal(str, object, float)  # path, samples, start seconds (from the decode thread)
+
+    def __init__(self, parent=None, backend: str | None = None):
+        super().__init__(parent)
+        self.backend = backend or ("qt" if _qt_multimedia() else "sounddevice"
+                                   if _sounddevice_output() else "none")
+        self.unavailable_reason = ""
+        self.playing = False
+        self._path = ""
+        if self.backend == "qt":
+            QMediaPlayer, QAudioOutput = _qt_multimedia()
+            self._qt = QMediaPlayer(self)
+            self._qt_output = QAudioOutput(self)
+            self._qt.setAudioOutput(self._qt_output)
+            self._qt.positionChanged.connect(lambda ms: self.position_changed.emit(ms / 1000.0))
+            self._qt.playbackStateChanged.connect(self._qt_state)
+            self._qt.errorOccurred.connect(lambda _e, msg: self.failed.emit(f"Playback failed: {msg}"))
+            self._pending_seek = None
+            self._qt.mediaStatusChanged.connect(self._qt_media_status)
+        elif self.backend == "sounddevice":
+            self._sd = _sounddevice_output()
+            self._cache: tuple[str, object] | None = None
+            self._started_at = 0.0
+            self._start_s = 0.0
+            self._end_s = 0.0
+            self._clock = QTimer(self)
+            self._clock.setInterval(40)
+            self._clock.timeout.connect(self._sd_tick)
+            self._decoded.connect(self._sd_start)
+        else:
+            self.unavailable_reason = ("Playback is off: it needs PySide6-Addons (QtMultimedia) "
+                                       "or a sound output device.")
+
+    @property
+    def available(self) -> bool:
+        return self.backend != "none"
+
+    def play(self, path: str, start_s: float = 0.0) -> bool:
+        """Play ``path`` from ``start_s``; False (and ``failed``) when playback is unavailable."""
+        if not self.available:
+            self.failed.emit(self.unavailable_reason)
+            return False
+        self.stop()
+        self._path = str(path)
+        if self.backend == "qt":
+            if self._qt.source() != QUrl.fromLocalFile(self._path):
+                self._pending_seek = start_s
+                self._qt.setSource(QUrl.fromLocalFile(self._path))
+            else:
+                self._qt.setPosition(int(start_s * 1000))
+            self._qt.play()
+            return True
+        cached = self._cache
+        if cached and cached[0] == self._path:
+            self._sd_start(self._path, cached[1], start_s)
+        else:
+            threading.Thread(target=self._decode, args=(self._path, start_s), daemon=True).start()
+        return True
+
+    def stop(self) -> None:
+        if self.backend == "qt":
+            self._qt.pause()
+        elif self.backend == "sounddevice":
+            self._clock.stop()
+            try:
+                self._sd.stop()
+            except Exception:
+                log.exception("stopping playback")
+        self._set_playing(False)
+
+    # -- QtMultimedia ------------------------------------------------------------
+    def _qt_media_status(self, status):
+        if self._pending_seek is not None and status.name in ("LoadedMedia", "BufferedMedia"):
+            self._qt.setPosition(int(self._pending_seek * 1000))
+            self._pending_seek = None
+
+    def _qt_state(self, state):
+        self._set_playing(state.name == "PlayingState")
+
+    # -- sounddevice ---------------------------------------------------------------
+    def _decode(self, path: str, start_s: float):
+        try:
+            from engine.audio import load_audio
+
+            samples = load_audio(path)
+        except Exception as exc:
+            self.failed.emit(f"Cannot play {path}: {exc}")
+            return
+        self._decoded.emit(path, samples, start_s)
+
+    def _sd_start(self, path: str, samples, start_s: float):
+        if path != self._path:
+            return  # the user picked another file meanwhile
+        self._cache = (path, samples)
+        first = max(0, min(len(samples), int(start_s * 16000)))
+        try:
+            self._sd.play(samples[first:], 16000)
+        except Exception as exc:
+            self.failed.emit(f"Playback failed: {exc}")
+            return
+        self._start_s, self._end_s = first / 16000, len(samples) / 16000
+        self._started_at = time.monotonic()
+        self._clock.start()
+        self._set_playing(True)
+
+    def _sd_tick(self):
+        position = self._start_s + time.monotonic() - self._started_at
+        if position >= self._end_s:
+            self.stop()
+            return
+        self.position_changed.emit(position)
+
+    def _set_playing(self, playing: bool):
+        if playing != self.playing:
+            self.playing = playing
+            self.playing_changed.emit(playing)

@@ -1,0 +1,169 @@
+"""The queue table: progress bars with ETA, a language picker, and the row buttons."""
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QHBoxLayout,
+                               QHeaderView, QLabel, QProgressBar, QPushButton, QStackedWidget,
+                               QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QTableView,
+                               QVBoxLayout, QWidget)
+
+from app.languages import fill_language_combo
+from app.queue_model import (COL_CONTEXT, COL_DURATION, COL_LANGUAGE, COL_NAME, COL_PROGRESS,
+                             COL_STATUS, IN_FLIGHT, ItemRole, QueueModel, format_duration)
+
+
+class ProgressDelegate(QStyledItemDelegate):
+    """Draws a progress bar; while running its text says how long is left."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        # Style sheets only apply to a control drawn for a widget of its kind: this
+        # never-shown bar lets the app's QProgressBar rules style the cells too.
+        self._styled_bar = QProgressBar()
+        self._styled_bar.setVisible(False)
+
+    def paint(self, painter, option, index):
+        item = index.data(ItemRole)
+        if item is None:
+            return super().paint(painter, option, index)
+        bar = QStyleOptionProgressBar()
+        bar.rect = QRect(option.rect).adjusted(4, 4, -4, -4)
+        bar.minimum, bar.maximum = 0, 1000
+        bar.progress = 1000 if item.state in ("done", "failed") else int(round(item.progress * 1000))
+        bar.textVisible = True
+        bar.text = progress_text(item)
+        bar.textAlignment = Qt.AlignmentFlag.AlignCenter
+        bar.state = option.state | QStyle.StateFlag.State_Horizontal
+        bar.palette = option.palette
+        self._styled_bar.setProperty("state", {"done": "done", "failed": "error",
+                                               "cancelled": "paused"}.get(item.state, ""))
+        self._styled_bar.style().unpolish(self._styled_bar)
+        self._styled_bar.style().polish(self._styled_bar)
+        style = self._styled_bar.style() or QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, self._styled_bar)
+
+
+def progress_text(item) -> str:
+    if item.state == "done":
+        return "Done"
+    if item.state == "failed":
+        return "Failed"
+    if item.state == "cancelled":
+        return "Cancelled"
+    if item.state == "waiting":
+        return "Waiting"
+    percent = f"{item.progress * 100:.0f}%"
+    if item.state == "running" and item.eta >= 1.0:  # "0:00 left" would say nothing
+        return f"{percent} · {format_duration(item.eta)} left"
+    return percent
+
+
+class LanguageDelegate(QStyledItemDelegate):
+    def createEditor(self, parent, option, index):
+        combo = QComboBox(parent)
+        fill_language_combo(combo, index.data(Qt.ItemDataRole.EditRole))
+        return combo
+
+    def setEditorData(self, editor, index):
+        editor.setCurrentIndex(max(0, editor.findData(index.data(Qt.ItemDataRole.EditRole) or "")))
+
+    def setModelData(self, editor, model, index):
+        model.setData(index, editor.currentData() or "", Qt.ItemDataRole.EditRole)
+
+
+class QueueTable(QTableView):
+    delete_pressed = Signal()
+
+    def __init__(self, model: QueueModel, parent=None):
+        super().__init__(parent)
+        self.setObjectName("queueTable")
+        self.setModel(model)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
+                             | QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.setAlternatingRowColors(True)
+        self.setShowGrid(False)
+        self.setWordWrap(False)
+        self.verticalHeader().hide()
+        self.verticalHeader().setDefaultSectionSize(30)
+        self._progress_delegate = ProgressDelegate(self)
+        self._language_delegate = LanguageDelegate(self)
+        self.setItemDelegateForColumn(COL_PROGRESS, self._progress_delegate)
+        self.setItemDelegateForColumn(COL_LANGUAGE, self._language_delegate)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, 120), (COL_CONTEXT, 110),
+                           (COL_STATUS, 95), (COL_PROGRESS, 150)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+            self.setColumnWidth(col, width)
+
+    def keyPressEvent(self, event):
+        if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.state() != \
+                QAbstractItemView.State.EditingState:
+            self.delete_pressed.emit()
+            return
+        super().keyPressEvent(event)
+
+    def selected_job_ids(self) -> list[int]:
+        rows = sorted({index.row() for index in self.selectionModel().selectedRows()})
+        model = self.model()
+        return [model.items[row].job_id for row in rows if row < len(model.items)]
+
+
+class QueuePanel(QWidget):
+    """The table (or a drop hint while it is empty) and the row buttons under it."""
+
+    cancel_clicked = Signal()
+    retry_clicked = Signal()
+    remove_clicked = Signal()
+    move_clicked = Signal(int)  # -1 up, +1 down
+
+    def __init__(self, model: QueueModel, parent=None):
+        super().__init__(parent)
+        self.model = model
+        self.table = QueueTable(model)
+        self.table.delete_pressed.connect(self.remove_clicked)
+        hint = QLabel("Drop audio or video files or folders here\n\nor press Ctrl+O to add files")
+        hint.setObjectName("dropHint")
+        hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        hint.setStyleSheet("color: palette(placeholder-text); font-size: 14pt;"
+                           "border: 2px dashed palette(mid); border-radius: 12px;")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(hint)
+        self.stack.addWidget(self.table)
+        buttons = QHBoxLayout()
+        self.cancel_button = self._button("Cancel", self.cancel_clicked, "Stop the selected files")
+        self.retry_button = self._button("Retry", self.retry_clicked, "Queue failed or cancelled files again")
+        self.remove_button = self._button("Remove", self.remove_clicked, "Remove from the list (Delete)")
+        self.up_button = self._button("Move up", lambda: self.move_clicked.emit(-1), "Process earlier")
+        self.down_button = self._button("Move down", lambda: self.move_clicked.emit(1), "Process later")
+        for button in (self.cancel_button, self.retry_button, self.remove_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.up_button)
+        buttons.addWidget(self.down_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.stack, 1)
+        layout.addLayout(buttons)
+        for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.dataChanged):
+            signal.connect(self.refresh)
+        self.table.selectionModel().selectionChanged.connect(self.refresh)
+        self.refresh()
+
+    def _button(self, text, slot, tip):
+        button = QPushButton(text)
+        button.setToolTip(tip)
+        button.clicked.connect(slot)
+        return button
+
+    def refresh(self, *args):
+        self.stack.setCurrentIndex(1 if self.model.items else 0)
+        selected = [self.model.item(j) for j in self.table.selected_job_ids()]
+        states = {item.state for item in selected if item}
+        self.cancel_button.setEnabled(bool(states & {"waiting", *IN_FLIGHT}))
+        self.retry_button.setEnabled(bool(states & {"failed", "cancelled"}))
+        self.remove_button.setEnabled(bool(selected))
+        self.up_button.setEnabled(states == {"waiting"})
+        self.down_button.setEnabled(states == {"waiting"})

@@ -1,0 +1,168 @@
+"""Preferences: model, transcription defaults, subtitle cue limits, export, appearance."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
+                               QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+
+from app import settings as S
+from app.languages import fill_language_combo
+from app.settings import Settings
+
+
+def _folder_row(edit: QLineEdit, title: str, parent) -> QWidget:
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(edit, 1)
+    browse = QPushButton("Browse…")
+
+    def choose():
+        folder = QFileDialog.getExistingDirectory(parent, title, edit.text())
+        if folder:
+            edit.setText(folder)
+
+    browse.clicked.connect(choose)
+    layout.addWidget(browse)
+    return row
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setMinimumWidth(560)
+        self.settings = settings
+        tabs = QTabWidget()
+        tabs.addTab(self._model_tab(), "Model")
+        tabs.addTab(self._transcription_tab(), "Transcription")
+        tabs.addTab(self._subtitles_tab(), "Subtitles")
+        tabs.addTab(self._export_tab(), "Export")
+        tabs.addTab(self._appearance_tab(), "Appearance")
+        self.tabs = tabs
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(tabs)
+        layout.addWidget(buttons)
+        self.load()
+
+    def _model_tab(self):
+        page, form = QWidget(), QFormLayout()
+        page.setLayout(form)
+        self.model_edit = QLineEdit()
+        self.model_edit.setPlaceholderText("Folder of a Qwen3-ASR model (use Models… to download)")
+        self.aligner_edit = QLineEdit()
+        self.aligner_edit.setPlaceholderText("Optional: Qwen3-ForcedAligner folder, for word times")
+        self.device_combo = QComboBox()
+        self.device_combo.addItems(S.DEVICES)
+        self.dtype_combo = QComboBox()
+        self.dtype_combo.addItems(S.DTYPES)
+        form.addRow("Speech model:", _folder_row(self.model_edit, "Choose a model folder", self))
+        form.addRow("Word aligner:", _folder_row(self.aligner_edit, "Choose an aligner folder", self))
+        form.addRow("Device:", self.device_combo)
+        form.addRow("Precision:", self.dtype_combo)
+        form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU."))
+        return page
+
+    def _transcription_tab(self):
+        page, form = QWidget(), QFormLayout()
+        page.setLayout(form)
+        self.language_combo = QComboBox()
+        self.context_edit = QLineEdit()
+        self.context_edit.setPlaceholderText("Names, terms or a topic that help recognition")
+        self.words_check = QCheckBox("Word timestamps (needs the aligner)")
+        self.parallel_spin = QSpinBox()
+        self.parallel_spin.setRange(1, 64)
+        form.addRow("Default language:", self.language_combo)
+        form.addRow("Default context:", self.context_edit)
+        form.addRow("", self.words_check)
+        form.addRow("Files at once:", self.parallel_spin)
+        return page
+
+    def _subtitles_tab(self):
+        page, form = QWidget(), QFormLayout()
+        page.setLayout(form)
+        self.line_chars_spin = QSpinBox()
+        self.line_chars_spin.setRange(10, 200)
+        self.lines_spin = QSpinBox()
+        self.lines_spin.setRange(1, 5)
+        self.min_dur_spin, self.max_dur_spin, self.gap_spin = (QDoubleSpinBox() for _ in range(3))
+        for spin, top in ((self.min_dur_spin, 30.0), (self.max_dur_spin, 60.0), (self.gap_spin, 2.0)):
+            spin.setRange(0.0, top)
+            spin.setDecimals(2)
+            spin.setSingleStep(0.1)
+            spin.setSuffix(" s")
+        form.addRow("Characters per line:", self.line_chars_spin)
+        form.addRow("Lines per cue:", self.lines_spin)
+        form.addRow("Shortest cue:", self.min_dur_spin)
+        form.addRow("Longest cue:", self.max_dur_spin)
+        form.addRow("Gap between cues:", self.gap_spin)
+        return page
+
+    def _export_tab(self):
+        page, form = QWidget(), QFormLayout()
+        page.setLayout(form)
+        self.export_dir_edit = QLineEdit()
+        self.export_dir_edit.setPlaceholderText("Next to each audio file")
+        self.template_edit = QLineEdit()
+        form.addRow("Export folder:", _folder_row(self.export_dir_edit, "Choose the export folder", self))
+        form.addRow("File name:", self.template_edit)
+        hint = QLabel("Placeholders: {stem} (audio file name), {ext}, {date}, {lang}")
+        hint.setWordWrap(True)
+        form.addRow("", hint)
+        return page
+
+    def _appearance_tab(self):
+        page, form = QWidget(), QFormLayout()
+        page.setLayout(form)
+        self.theme_combo = QComboBox()
+        for value, label in (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")):
+            self.theme_combo.addItem(label, value)
+        form.addRow("Theme:", self.theme_combo)
+        return page
+
+    def load(self):
+        g = self.settings.get
+        self.model_edit.setText(g(S.MODEL))
+        self.aligner_edit.setText(g(S.ALIGNER))
+        self.device_combo.setCurrentText(g(S.DEVICE))
+        self.dtype_combo.setCurrentText(g(S.DTYPE))
+        fill_language_combo(self.language_combo, g(S.LANGUAGE))
+        self.context_edit.setText(g(S.CONTEXT))
+        self.words_check.setChecked(g(S.WORD_TIMESTAMPS))
+        self.parallel_spin.setValue(g(S.PARALLEL_FILES))
+        self.line_chars_spin.setValue(g(S.MAX_LINE_CHARS))
+        self.lines_spin.setValue(g(S.MAX_LINES))
+        self.min_dur_spin.setValue(g(S.MIN_DURATION))
+        self.max_dur_spin.setValue(g(S.MAX_DURATION))
+        self.gap_spin.setValue(g(S.MIN_GAP))
+        self.export_dir_edit.setText(g(S.EXPORT_DIR))
+        self.template_edit.setText(g(S.EXPORT_TEMPLATE))
+        self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
+
+    def save(self):
+        s = self.settings.set
+        s(S.MODEL, self.model_edit.text().strip())
+        s(S.ALIGNER, self.aligner_edit.text().strip())
+        s(S.DEVICE, self.device_combo.currentText())
+        s(S.DTYPE, self.dtype_combo.currentText())
+        s(S.LANGUAGE, self.language_combo.currentData() or "")
+        s(S.CONTEXT, self.context_edit.text())
+        s(S.WORD_TIMESTAMPS, self.words_check.isChecked())
+        s(S.PARALLEL_FILES, self.parallel_spin.value())
+        s(S.MAX_LINE_CHARS, self.line_chars_spin.value())
+        s(S.MAX_LINES, self.lines_spin.value())
+        s(S.MIN_DURATION, self.min_dur_spin.value())
+        s(S.MAX_DURATION, max(self.max_dur_spin.value(), self.min_dur_spin.value()))
+        s(S.MIN_GAP, self.gap_spin.value())
+        s(S.EXPORT_DIR, self.export_dir_edit.text().strip())
+        s(S.EXPORT_TEMPLATE, self.template_edit.text().strip() or "{stem}.{ext}")
+        s(S.THEME, self.theme_combo.currentData())
+        self.settings.sync()
+
+    def accept(self):
+        self.save()
+        super().accept()

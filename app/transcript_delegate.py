@@ -1,0 +1,103 @@
+"""Paints a segment's text with the playing word and search matches highlighted,
+and turns a click on a word into "play from this word"."""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QPointF, QSize, Qt, Signal
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPalette, QTextCharFormat, \
+    QTextCursor, QTextDocument, QTextOption
+from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
+
+from app.transcript_model import PlayingWordRole, SearchRole, WordSpansRole
+
+PADDING = 6     # left/right, like the default item text margin
+PADDING_Y = 2   # top/bottom: keeps the text's first line level with the time column
+
+
+class SegmentTextDelegate(QStyledItemDelegate):
+    word_clicked = Signal(int, int)   # row, word index (-1: the segment, no word under the click)
+
+    def __init__(self, view):
+        super().__init__(view)
+        self.view = view
+
+    def _document(self, option, index, width: int) -> QTextDocument:
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(option.font)
+        text_option = QTextOption()
+        text_option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        doc.setDefaultTextOption(text_option)
+        doc.setPlainText(index.data(Qt.ItemDataRole.DisplayRole) or "")
+        doc.setTextWidth(max(20, width - 2 * PADDING))
+        text = doc.toPlainText()
+        search = index.data(SearchRole) or ""
+        if search:
+            fmt = QTextCharFormat()
+            fmt.setBackground(QColor("#fde047"))
+            fmt.setForeground(QColor("#111111"))
+            lowered, needle, at = text.lower(), search.lower(), 0
+            while (at := lowered.find(needle, at)) >= 0:
+                _format_range(doc, at, at + len(needle), fmt)
+                at += len(needle)
+        playing = index.data(PlayingWordRole)
+        if playing is not None and playing != -1:
+            fmt = QTextCharFormat()
+            fmt.setBackground(option.palette.color(QPalette.ColorRole.Highlight))
+            fmt.setForeground(option.palette.color(QPalette.ColorRole.HighlightedText))
+            if playing == -2:  # the row plays but no word is timed: tint the whole text
+                tint = option.palette.color(QPalette.ColorRole.Highlight)
+                tint.setAlpha(60)
+                fmt = QTextCharFormat()
+                fmt.setBackground(tint)
+                _format_range(doc, 0, len(text), fmt)
+            else:
+                for span in index.data(WordSpansRole) or []:
+                    if span.index == playing:
+                        _format_range(doc, span.start, span.end, fmt)
+        return doc
+
+    def paint(self, painter, option, index):
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = opt.widget.style() if opt.widget else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        doc = self._document(option, index, option.rect.width())
+        painter.save()
+        painter.translate(option.rect.left() + PADDING, option.rect.top() + PADDING_Y)
+        context = QAbstractTextDocumentLayout.PaintContext()
+        role = (QPalette.ColorRole.HighlightedText if option.state & QStyle.StateFlag.State_Selected
+                else QPalette.ColorRole.Text)
+        context.palette.setColor(QPalette.ColorRole.Text, option.palette.color(role))
+        doc.documentLayout().draw(painter, context)
+        painter.restore()
+
+    def sizeHint(self, option, index):
+        width = self.view.columnWidth(index.column()) if self.view else option.rect.width()
+        doc = self._document(option, index, width)
+        return QSize(width, int(doc.size().height()) + 2 * PADDING_Y + 4)
+
+    def editorEvent(self, event, model, option, index):
+        if event.type() == QEvent.Type.MouseButtonRelease and \
+                event.button() == Qt.MouseButton.LeftButton:
+            self.word_clicked.emit(index.row(), self.word_at(option, index, event.position()))
+        return super().editorEvent(event, model, option, index)
+
+    def word_at(self, option, index, pos: QPointF) -> int:
+        """Index of the word under ``pos`` (view coordinates), or -1."""
+        doc = self._document(option, index, option.rect.width())
+        local = QPointF(pos.x() - option.rect.left() - PADDING, pos.y() - option.rect.top() - PADDING_Y)
+        char = doc.documentLayout().hitTest(local, Qt.HitTestAccuracy.ExactHit)
+        if char < 0:
+            return -1
+        for span in index.data(WordSpansRole) or []:
+            if span.start <= char < span.end:
+                return span.index
+        return -1
+
+
+def _format_range(doc: QTextDocument, start: int, end: int, fmt: QTextCharFormat) -> None:
+    cursor = QTextCursor(doc)
+    cursor.setPosition(start)
+    cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+    cursor.mergeCharFormat(fmt)

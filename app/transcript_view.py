@@ -1,0 +1,172 @@
+"""The selected file's transcript: segments with times, search, editing, playback."""
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QPushButton, QTableView, QVBoxLayout, QWidget)
+
+from app.player import Player
+from app.queue_model import format_duration
+from app.transcript_delegate import SegmentTextDelegate
+from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
+
+
+class SegmentTable(QTableView):
+    """Rows grow to fit wrapped text; heights are recomputed after a resize settles."""
+
+    def __init__(self, model, parent=None):
+        super().__init__(parent)
+        self.setObjectName("transcriptView")
+        self.setModel(model)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
+                             | QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.setShowGrid(False)
+        self.setWordWrap(True)
+        self.verticalHeader().hide()
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(COL_TIME, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COL_TEXT, QHeaderView.ResizeMode.Stretch)
+        self.text_delegate = SegmentTextDelegate(self)
+        self.setItemDelegateForColumn(COL_TEXT, self.text_delegate)
+        self._relayout = QTimer(self, singleShot=True, interval=60)
+        self._relayout.timeout.connect(self.resizeRowsToContents)
+        model.modelReset.connect(self._relayout.start)
+        model.dataChanged.connect(lambda *a: self._relayout.start())
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        self._relayout.start()
+
+
+class TranscriptView(QWidget):
+    segment_edited = Signal(int, int, str)  # file id, segment index, text
+
+    def __init__(self, player: Player | None = None, parent=None):
+        super().__init__(parent)
+        self.model = TranscriptModel(self)
+        self.model.segment_edited.connect(self.segment_edited)
+        self.player = player or Player(self)
+        self.source_path = ""
+        self.title = QLabel("Select a file to see its transcript")
+        self.title.setObjectName("transcriptTitle")
+        self.title.setStyleSheet("font-size: 13pt; font-weight: 600;")
+        self.details = QLabel("")
+        self.details.setWordWrap(True)
+        self.details.setStyleSheet("color: palette(placeholder-text);")
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search the transcript (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self._search)
+        self.search.returnPressed.connect(self.next_match)
+        self.match_label = QLabel("")
+        self.play_button = QPushButton("Play")
+        self.play_button.setToolTip("Play from the selected segment; click a word to play from it")
+        self.play_button.clicked.connect(self.toggle_play)
+        self.position_label = QLabel("")
+        self.table = SegmentTable(self.model)
+        self.table.text_delegate.word_clicked.connect(self._word_clicked)
+        self.table.clicked.connect(self._cell_clicked)
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: palette(placeholder-text);")
+
+        top = QHBoxLayout()
+        top.addWidget(self.search, 1)
+        top.addWidget(self.match_label)
+        top.addWidget(self.play_button)
+        top.addWidget(self.position_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.details)
+        layout.addLayout(top)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.message)
+        QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
+
+        self.player.position_changed.connect(self._position)
+        self.player.playing_changed.connect(
+            lambda playing: self.play_button.setText("Pause" if playing else "Play"))
+        self.player.failed.connect(self.message.setText)
+        if not self.player.available:
+            self.play_button.setEnabled(False)
+            self.play_button.setToolTip(self.player.unavailable_reason)
+        self._matches: list[int] = []
+        self._match_at = -1
+        self.show_transcript(None, None, "")
+
+    # -- content -----------------------------------------------------------------
+    def show_transcript(self, file_id, transcript, source_path: str, title: str = "",
+                        status: str = "") -> None:
+        """Show ``transcript`` (None: show ``status`` instead, e.g. 'Transcribing… 40%')."""
+        if self.player.playing:
+            self.player.stop()
+        self.source_path = source_path
+        self.model.set_transcript(file_id, transcript)
+        self.title.setText(title or "Select a file to see its transcript")
+        if transcript is None:
+            self.details.setText(status)
+            self.message.setText("")
+        else:
+            count = len(transcript.segments)
+            parts = [transcript.language or "language unknown", format_duration(transcript.duration),
+                     f"{count} segment{'s' if count != 1 else ''}"]
+            self.details.setText(" · ".join(p for p in parts if p))
+            notes = [transcript.words_note] if transcript.words_note else []
+            if not self.player.available:
+                notes.append(self.player.unavailable_reason)
+            self.message.setText("\n".join(notes))
+        self.play_button.setEnabled(transcript is not None and self.player.available)
+        self._search(self.search.text())
+
+    def _search(self, text: str):
+        self._matches = self.model.set_search(text)
+        self._match_at = -1
+        if text.strip():
+            self.match_label.setText(f"{len(self._matches)} found")
+            self.next_match()
+        else:
+            self.match_label.setText("")
+
+    def next_match(self):
+        if not self._matches:
+            return
+        self._match_at = (self._match_at + 1) % len(self._matches)
+        row = self._matches[self._match_at]
+        self.table.selectRow(row)
+        self.table.scrollTo(self.model.index(row, COL_TEXT))
+
+    # -- playback -------------------------------------------------------------------
+    def play_from(self, seconds: float):
+        if self.source_path and self.player.play(self.source_path, seconds):
+            self.message.setText(self.model.transcript.words_note if self.model.transcript else "")
+
+    def toggle_play(self):
+        if self.player.playing:
+            self.player.stop()
+            return
+        rows = self.table.selectionModel().selectedRows()
+        segments = self.model.segments
+        start = segments[rows[0].row()].start if rows and segments else 0.0
+        self.play_from(start)
+
+    def _word_clicked(self, row: int, word_index: int):
+        segments = self.model.segments
+        if not 0 <= row < len(segments) or not self.player.available:
+            return
+        seg = segments[row]
+        self.play_from(seg.words[word_index].start if 0 <= word_index < len(seg.words) else seg.start)
+
+    def _cell_clicked(self, index):
+        if index.column() == COL_TIME:
+            self._word_clicked(index.row(), -1)
+
+    def _position(self, seconds: float):
+        self.position_label.setText(format_time(seconds))
+        row = self.model.set_playhead(seconds)
+        if row >= 0 and self.player.playing:
+            self.table.scrollTo(self.model.index(row, COL_TEXT))

@@ -1,0 +1,146 @@
+"""A stand-in for the engine contract, for fast widget tests.
+
+Same surface as ``engine.load`` / ``Engine`` / ``FileJob`` / ``Stream``, but it
+"transcribes" by naming the file, and each step advances progress by a fixed
+amount so tests can watch jobs run, cancel them and fail them on purpose.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import CheckpointError
+from engine.types import Segment, Transcript, Word
+
+SAMPLE_RATE = 16000
+
+
+class FakeFileJob:
+    def __init__(self, engine, source, language, context, word_timestamps, priority):
+        self.engine = engine
+        self.source = str(source)
+        self.language = language
+        self.context = context
+        self.word_timestamps = word_timestamps
+        self.priority = priority
+        self.duration: float | None = None
+        self.progress = 0.0
+        self.state = "queued"
+        self.transcript: Transcript | None = None
+        self.error: str | None = None
+
+    def cancel(self):
+        if self.state in ("queued", "running"):
+            self.state = "cancelled"
+
+    def _advance(self):
+        if self.state == "queued":
+            if "corrupt" in Path(self.source).name or not Path(self.source).exists():
+                self.state = "failed"
+                self.error = f"{self.source}: is not an audio file, or its format is unsupported or corrupt"
+                return
+            self.state = "running"
+            self.duration = 2.0
+        self.progress = min(1.0, self.progress + self.engine.progress_per_step)
+        if self.progress >= 1.0:
+            name = Path(self.source).stem
+            words = [Word("Fake", 0.1, 0.6), Word(f"{name}.", 0.7, 1.4)]
+            seg = Segment(0.0, 1.5, f"Fake {name}.", words, self.language or "English")
+            seg2 = Segment(1.5, 2.0, "Second segment.", [], self.language or "English")
+            self.transcript = Transcript(text=f"Fake {name}. Second segment.",
+                                         language=seg.language, duration=2.0,
+                                         segments=[seg, seg2], model=self.engine.model_dir)
+            self.state = "done"
+
+
+class FakeStream:
+    def __init__(self, engine, language, context):
+        self.engine = engine
+        self.language = language
+        self.committed: list[Segment] = []
+        self.tentative = ""
+        self.finished = False
+        self._closing = False
+        self._pending = 0
+        self._fed = 0
+
+    def feed(self, pcm: np.ndarray):
+        self._pending += len(pcm)
+
+    def close(self):
+        self._closing = True
+
+    def _advance(self):
+        # Every full second of audio becomes one committed segment; the rest is tentative.
+        while self._pending >= SAMPLE_RATE:
+            start = self._fed / SAMPLE_RATE
+            self.committed.append(Segment(start, start + 1.0, f"second {len(self.committed) + 1}"))
+            self._pending -= SAMPLE_RATE
+            self._fed += SAMPLE_RATE
+        self.tentative = "and more" if self._pending else ""
+        if self._closing:
+            if self._pending:
+                start = self._fed / SAMPLE_RATE
+                self.committed.append(Segment(start, start + self._pending / SAMPLE_RATE, "the end"))
+                self._fed += self._pending
+                self._pending = 0
+            self.tentative = ""
+            self.finished = True
+
+    @property
+    def busy(self):
+        return not self.finished and (self._pending >= SAMPLE_RATE or self._closing
+                                      or (self._pending and self.tentative == ""))
+
+
+class FakeEngine:
+    def __init__(self, model_dir, device, dtype, aligner=None):
+        self.model_dir = str(model_dir)
+        self.device = device or "cpu"
+        self.dtype = dtype or "float32"
+        self.aligner = aligner
+        self.jobs: list[FakeFileJob] = []
+        self.streams: list[FakeStream] = []
+        self.progress_per_step = 0.25
+        self.fail_next_step: Exception | None = None
+        self.steps = 0
+
+    def submit_file(self, source, *, language=None, context="", word_timestamps=False, priority=0):
+        job = FakeFileJob(self, source, language, context, word_timestamps, priority)
+        self.jobs.append(job)
+        return job
+
+    def open_stream(self, *, language=None, context=""):
+        stream = FakeStream(self, language, context)
+        self.streams.append(stream)
+        return stream
+
+    def has_work(self) -> bool:
+        return (any(j.state in ("queued", "running") for j in self.jobs)
+                or any(s.busy for s in self.streams))
+
+    def step(self) -> list:
+        self.steps += 1
+        if self.fail_next_step is not None:
+            exc, self.fail_next_step = self.fail_next_step, None
+            raise exc
+        touched = []
+        for job in sorted(self.jobs, key=lambda j: -j.priority):
+            if job.state in ("queued", "running"):
+                job._advance()
+                touched.append(job)
+                if len(touched) >= 2:
+                    break
+        for stream in self.streams:
+            if stream.busy:
+                stream._advance()
+                touched.append(stream)
+        return touched
+
+
+def load(model_dir, device=None, dtype=None, *, aligner=None) -> FakeEngine:
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise CheckpointError(f"{model_dir}: no such model folder")
+    return FakeEngine(model_dir, device, dtype, aligner)
