@@ -33,7 +33,8 @@ def _conv_stack(tower, chunks: torch.Tensor) -> torch.Tensor:
     """[chunks, 1, mels, chunk] -> [chunks, tokens_per_chunk, d_model], with positions added."""
     outs = []
     for start in range(0, chunks.shape[0], CONV_BATCH_CHUNKS):
-        x = chunks[start:start + CONV_BATCH_CHUNKS]
+        # channels_last: oneDNN's convolutions are 2-4x faster in it on CPU (1 input channel most of all).
+        x = chunks[start:start + CONV_BATCH_CHUNKS].contiguous(memory_format=torch.channels_last)
         x = F.gelu(tower.conv2d1(x))
         x = F.gelu(tower.conv2d2(x))
         x = F.gelu(tower.conv2d3(x))                         # x: [n, ch, freq, t]

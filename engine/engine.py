@@ -74,7 +74,7 @@ class Engine:
 
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-                     priority: int = 0) -> Request:
+                     priority: int = 0, ignore_eos: bool = False) -> Request:
         samples = as_samples(audio)
         features = log_mel(samples)
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
@@ -84,7 +84,8 @@ class Engine:
             raise ValueError("max_new_tokens must be at least 1")
         return Request(prompt_ids=prompt, audio_start=audio_start, features=features, num_audio_tokens=n_audio,
                        max_new_tokens=max_new_tokens or default_max_new_tokens(duration), priority=priority,
-                       eos_token_ids=self.config.eos_token_ids, language=language_name(language),
+                       eos_token_ids=() if ignore_eos else self.config.eos_token_ids,
+                       language=language_name(language),
                        duration=duration)
 
     def add_request(self, request: Request) -> Request:
@@ -93,10 +94,13 @@ class Engine:
         return request
 
     def submit(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-               priority: int = 0) -> Request:
-        """Queue one clip (float32 16 kHz samples or a file path); returns at once."""
+               priority: int = 0, ignore_eos: bool = False) -> Request:
+        """Queue one clip (float32 16 kHz samples or a file path); returns at once.
+
+        ``ignore_eos`` makes it generate exactly ``max_new_tokens`` (for benchmarks)."""
         return self.add_request(self.make_request(audio, language=language, context=context,
-                                                  max_new_tokens=max_new_tokens, priority=priority))
+                                                  max_new_tokens=max_new_tokens, priority=priority,
+                                                  ignore_eos=ignore_eos))
 
     def submit_file(self, source, *, language=None, context: str = "", word_timestamps: bool = False,
                     priority: int = 0, max_chunk_seconds: float | None = None):

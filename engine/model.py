@@ -46,6 +46,8 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype) -> tuple[Q
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (
         torch.arange(0, dec.head_dim, 2, dtype=torch.float) / dec.head_dim))).to(device)
     net.fuse_projections()
+    for conv in (net.audio_tower.conv2d1, net.audio_tower.conv2d2, net.audio_tower.conv2d3):
+        conv.to(memory_format=torch.channels_last)
     return net.eval(), config
 
 

@@ -11,14 +11,17 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import StepMetadata, decoder_forward
+from .decoder import StepMetadata, decoder_forward, paged_attention
 from .encoder import encode_audio
+from .flash import attention_tensors, flash_paged_attention, use_flash
 from .kv_cache import KVCache
 from .modules import Qwen3ASRNetwork
 from .scheduler import ScheduledRow
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 MIXED_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+ROW_BUCKETS = (8, 16, 32, 64, 128, 256)
+MAX_CONTEXT = 8192     # tokens one request may hold in the cache when graphs are captured
 
 
 def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
@@ -40,7 +43,9 @@ class StepInputs:
     num_tokens: int                  # real tokens before padding
 
 
-def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None) -> StepInputs:
+def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None,
+                      attention_rows: int | None = None) -> StepInputs:
+    """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash-attn)."""
     ids, positions, slots, dst, src, sample_index, sample_rows = [], [], [], [], [], [], []
     for row in rows:
         req, offset = row.request, len(ids)
@@ -69,6 +74,11 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
         context_lens=[r.start + r.length for r in rows],
         block_tables=[r.request.block_table for r in rows],
     )
+    if attention_rows is not None:
+        max_blocks = max(-(-MAX_CONTEXT // block_size), max((len(r.request.block_table) for r in rows), default=1))
+        meta.tensors = attention_tensors(meta.query_lens, meta.context_lens, meta.block_tables,
+                                         attention_rows, max_blocks, device,
+                                         max_query_len=pad_to or None, max_context_len=max_blocks * block_size)
     return StepInputs(
         input_ids=torch.tensor(ids, dtype=torch.long, device=device), meta=meta,
         audio_dst=torch.tensor(dst, dtype=torch.long, device=device),
@@ -81,11 +91,22 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
 class ModelRunner:
     """Owns the network and the KV cache; turns scheduled rows into next tokens."""
 
-    def __init__(self, net: Qwen3ASRNetwork, cache: KVCache, device: torch.device, *, pad_buckets: bool = False):
+    def __init__(self, net: Qwen3ASRNetwork, cache: KVCache, device: torch.device, *, pad_buckets: bool = False,
+                 cuda_graphs: bool | None = None):
         self.net = net
         self.cache = cache
         self.device = device
         self.pad_buckets = pad_buckets
+        self.flash = use_flash(device)
+        self.attention = flash_paged_attention if self.flash else paged_attention
+        self.graphs = None
+        if self.flash and (cuda_graphs if cuda_graphs is not None else True):
+            from .cuda_graphs import CudaGraphRunner
+
+            self.pad_buckets = True
+            blocks = -(-MAX_CONTEXT // cache.block_size)
+            self.graphs = CudaGraphRunner(net, cache, max_blocks=blocks, max_query_len=MIXED_BUCKETS[-1],
+                                          max_context_len=blocks * cache.block_size)
 
     @torch.no_grad()
     def encode_pending(self, rows: list[ScheduledRow]) -> None:
@@ -107,27 +128,37 @@ class ModelRunner:
         decode_only = all(r.length == 1 for r in rows)
         return bucket_for(n, DECODE_BUCKETS if decode_only else MIXED_BUCKETS)
 
-    @torch.no_grad()
-    def hidden_states(self, inputs: StepInputs) -> torch.Tensor:
+    def embeddings(self, inputs: StepInputs) -> torch.Tensor:
         embeds = self.net.language_model.embed_tokens(inputs.input_ids)       # [tokens, hidden]
         if inputs.audio_src is not None:
             embeds.index_copy_(0, inputs.audio_dst, inputs.audio_src.to(embeds.dtype))
-        return decoder_forward(self.net, self.cache, embeds, inputs.meta)
+        return embeds
+
+    @torch.no_grad()
+    def hidden_states(self, inputs: StepInputs) -> torch.Tensor:
+        return decoder_forward(self.net, self.cache, self.embeddings(inputs), inputs.meta, self.attention)
+
+    def step_inputs(self, rows: list[ScheduledRow]) -> StepInputs:
+        rows_bucket = bucket_for(len(rows), ROW_BUCKETS) if self.flash else None
+        return build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows), rows_bucket)
 
     @torch.no_grad()
     def run(self, rows: list[ScheduledRow], timestamp_token_id: int | None = None) -> dict[int, int]:
         """Greedy next token per sampling ASR row; aligner rows get their timestamp classes appended."""
         self.encode_pending(rows)
-        inputs = build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows))
-        hidden = self.hidden_states(inputs)
+        inputs = self.step_inputs(rows)
+        asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
+        has_align = any(r.request.kind == "align" for r in rows)
+        if self.graphs is not None and not has_align and inputs.meta.tensors is not None:
+            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr]).float()
+        else:
+            hidden = self.hidden_states(inputs)
+            logits = self.net.lm_head(hidden.index_select(0, inputs.sample_index[asr])).float() if asr else None
+            self._score_alignment(rows, inputs, hidden, timestamp_token_id)
         next_tokens: dict[int, int] = {}
-        asr = [(i, r) for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
         if asr:
-            idx = inputs.sample_index[[i for i, _ in asr]]
-            logits = self.net.lm_head(hidden.index_select(0, idx)).float()      # [rows, vocab]
-            for (_, row), token in zip(asr, logits.argmax(dim=-1).tolist()):
-                next_tokens[row.request.id] = token
-        self._score_alignment(rows, inputs, hidden, timestamp_token_id)
+            for i, token in zip(asr, logits.argmax(dim=-1).tolist()):
+                next_tokens[inputs.sample_rows[i].request.id] = token
         return next_tokens
 
     def _score_alignment(self, rows, inputs: StepInputs, hidden: torch.Tensor, timestamp_token_id) -> None:

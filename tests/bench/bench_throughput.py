@@ -1,0 +1,137 @@
+"""Throughput: our engine vs transformers on a queue of 16 clips, in one process run.
+
+    python tests/bench/bench_throughput.py [--dtypes bfloat16,float32] [--device cpu|cuda]
+
+A checkpoint with the real Qwen3-ASR-0.6B dimensions and random weights is built once and
+cached. Every side generates exactly 4 tokens per second of audio (end token suppressed),
+so all do the same useful work. Printed: audio-seconds per second for our engine,
+transformers' batched generate (batch 8, padded, as the official package does) and
+transformers one clip at a time; their ratios; and the share of this machine's roofline:
+the time the workload would take at the measured GEMM FLOP/s (encoder and prefill) plus
+one read of the decoder weights at the measured GEMV bandwidth per decode step.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from common import gemm_flops, gemv_bandwidth, real_size_checkpoint, sync, synthetic_clip
+
+DURATIONS = [2, 27, 5, 14, 30, 8, 3, 21, 11, 17, 6, 25, 9, 19, 4, 12]   # seconds, mixed
+TOKENS_PER_SECOND = 4
+
+
+def workload(durations):
+    clips = [synthetic_clip(d, i) for i, d in enumerate(durations)]
+    return clips, [TOKENS_PER_SECOND * d for d in durations]
+
+
+def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> float:
+    """Ideal time: encoder + prefill FLOPs at GEMM speed, decode steps at one weight read each."""
+    from engine.config import audio_token_count
+    from engine.features import num_frames
+
+    enc, dec = eng.config.encoder, eng.config.decoder
+    c, d = enc.conv_channels, enc.d_model
+    freq = (((enc.num_mel_bins + 1) // 2 + 1) // 2 + 1) // 2
+    conv_per_chunk = 2 * 9 * (c * 64 * 50 + c * c * 32 * 25 + c * c * 16 * 13) + 2 * 13 * c * freq * d
+    per_token_enc = enc.layers * (2 * (4 * d * d + 2 * d * enc.ffn_dim) + 4 * enc.window_tokens * d) \
+        + 2 * (d * d + d * enc.output_dim)
+    layer_params = dec.layers * (dec.hidden_size * (dec.heads + 2 * dec.kv_heads) * dec.head_dim
+                                 + dec.heads * dec.head_dim * dec.hidden_size + 3 * dec.hidden_size * dec.intermediate_size)
+    total_flops = 0.0
+    for clip in clips:
+        frames = num_frames(len(clip))
+        n_audio = audio_token_count(frames, enc)
+        total_flops += -(-frames // enc.chunk_frames) * conv_per_chunk + n_audio * per_token_enc
+        prompt = n_audio + 20
+        total_flops += 2 * layer_params * prompt + 2 * dec.hidden_size * dec.vocab_size
+    elem = torch.empty((), dtype=eng.torch_dtype).element_size()
+    weight_bytes = (layer_params + dec.hidden_size * dec.vocab_size) * elem
+    decode_steps = max(new_tokens) - 1
+    return total_flops / flops + decode_steps * weight_bytes / bandwidth
+
+
+def run_ours(model_dir, clips, new_tokens, device, dtype):
+    import engine
+
+    eng = engine.load(model_dir, device=device, dtype=dtype)
+    eng.generate([clips[0][:16000]], max_new_tokens=2)                   # warm-up
+    sync(eng.torch_device)
+    t = time.perf_counter()
+    reqs = [eng.submit(c, max_new_tokens=n, ignore_eos=True) for c, n in zip(clips, new_tokens)]
+    steps = 0
+    while not all(r.finished for r in reqs):
+        eng.step()
+        steps += 1
+    sync(eng.torch_device)
+    elapsed = time.perf_counter() - t
+    assert [len(r.token_ids) for r in reqs] == new_tokens
+    return elapsed, eng, steps
+
+
+def load_transformers(model_dir, device, dtype):
+    from transformers import AutoProcessor, Qwen3ASRForConditionalGeneration
+
+    model = Qwen3ASRForConditionalGeneration.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    return model, AutoProcessor.from_pretrained(model_dir)
+
+
+@torch.no_grad()
+def run_transformers(model, processor, clips, new_tokens, device, batch_size):
+    # Warm-up, then the queue in submission order, as the official package batches it.
+    warm = processor.apply_transcription_request(audio=[clips[0][:16000]], prompt=[""]).to(device)
+    warm["input_features"] = warm["input_features"].to(model.dtype)
+    model.generate(**warm, do_sample=False, max_new_tokens=2)
+    sync(device)
+    t = time.perf_counter()
+    for i in range(0, len(clips), batch_size):
+        batch, tokens = clips[i:i + batch_size], new_tokens[i:i + batch_size]
+        inputs = processor.apply_transcription_request(audio=batch, prompt=[""] * len(batch)).to(device)
+        inputs["input_features"] = inputs["input_features"].to(model.dtype)
+        n = max(tokens)
+        model.generate(**inputs, do_sample=False, max_new_tokens=n, min_new_tokens=n)
+    sync(device)
+    return time.perf_counter() - t
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--clips", type=int, default=16)
+    parser.add_argument("--skip-single", action="store_true", help="skip transformers one clip at a time")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    model_dir = real_size_checkpoint()
+    durations = (DURATIONS * 4)[:args.clips]
+    clips, new_tokens = workload(durations)
+    audio_seconds = sum(durations)
+    print(f"device {device}, threads {torch.get_num_threads()}, {len(clips)} clips, {audio_seconds} s of audio, "
+          f"{sum(new_tokens)} tokens ({TOKENS_PER_SECOND}/s of audio, end token suppressed)")
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        flops, bandwidth = gemm_flops(device, dtype), gemv_bandwidth(device, dtype)
+        print(f"\n== {dtype_name}: GEMM {flops / 1e9:.0f} GFLOP/s, GEMV {bandwidth / 1e9:.1f} GB/s")
+        ours, eng, steps = run_ours(model_dir, clips, new_tokens, device, dtype)
+        ideal = roofline_seconds(eng, clips, new_tokens, flops, bandwidth)
+        del eng
+        model, processor = load_transformers(model_dir, device, dtype)
+        batched = run_transformers(model, processor, clips, new_tokens, device, batch_size=8)
+        single = None if args.skip_single else run_transformers(model, processor, clips, new_tokens, device, 1)
+        del model
+        rows = [("ours (engine, mixed steps)", ours), ("transformers batched (8)", batched)]
+        if single is not None:
+            rows.append(("transformers one by one", single))
+        for name, secs in rows:
+            print(f"{name:30s} {secs:8.2f} s  {audio_seconds / secs:7.2f} audio-s/s  "
+                  f"roofline share {ideal / secs * 100:5.1f}%")
+        print(f"ours / transformers batched: {batched / ours:.2f}x" +
+              (f";  ours / one by one: {single / ours:.2f}x" if single else ""))
+        print(f"roofline time {ideal:.2f} s; our engine ran {steps} steps")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Shared benchmark helpers: the cached 0.6B-dimension checkpoint, clips, machine peak figures."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from checkpoints import REAL_0_6B, build_checkpoint  # noqa: E402
+
+CACHE = Path(os.environ.get("QWEN3_ASR_BENCH_CACHE", Path.home() / ".cache" / "qwen3-asr-bench"))
+
+
+def real_size_checkpoint() -> Path:
+    """A random checkpoint with the real Qwen3-ASR-0.6B dimensions, built once and cached."""
+    path = CACHE / "qwen3-asr-0.6b-random"
+    if not (path / "model.safetensors").is_file():
+        print(f"building a 0.6B-dimension random checkpoint in {path} (once, ~20 s, 2.4 GB)...", flush=True)
+        build_checkpoint(path, dims=REAL_0_6B, seed=0)
+    return path
+
+
+def synthetic_clip(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * 16000)) / 16000
+    tones = sum(np.sin(2 * np.pi * f * t) for f in rng.uniform(100, 3000, 4))
+    return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def gemm_flops(device: torch.device, dtype: torch.dtype, n: int = 2048, repeat: int = 5) -> float:
+    """Measured FLOP/s of a large square matmul."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    a @ b
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        a @ b
+    sync(device)
+    return 2 * n ** 3 * repeat / (time.perf_counter() - t)
+
+
+def gemv_bandwidth(device: torch.device, dtype: torch.dtype, megabytes: int = 300, repeat: int = 5) -> float:
+    """Measured bytes/s of a matrix-vector product over a ``megabytes`` weight (read once per call)."""
+    elem = torch.empty((), dtype=dtype).element_size()
+    cols = 4096
+    rows = megabytes * 2 ** 20 // (elem * cols)
+    w = torch.randn(rows, cols, device=device).to(dtype)
+    x = torch.randn(1, cols, device=device).to(dtype)
+    x @ w.T
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        x @ w.T
+    sync(device)
+    return w.numel() * elem * repeat / (time.perf_counter() - t)
