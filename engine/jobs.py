@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from pathlib import Path
-
 import numpy as np
 
 from .features import SAMPLE_RATE
@@ -23,7 +21,7 @@ class FileJob:
 
     def __init__(self, engine, source, *, language=None, context: str = "", word_timestamps: bool = False,
                  priority: int = 0, max_chunk_seconds: float | None = None, use_vad: bool = True,
-                 block_seconds: float = 30.0):
+                 block_seconds: float = 30.0, samples: np.ndarray | None = None):
         from .prompt import language_name
 
         self.id = next(_job_ids)
@@ -36,6 +34,7 @@ class FileJob:
         self.use_vad = use_vad
         self.max_chunk_seconds = max_chunk_seconds or (180.0 if word_timestamps and engine.aligner else 30.0)
         self.block_seconds = block_seconds
+        self._samples = samples            # audio already in memory (float32 16 kHz), else decode source
         self.state = "queued"
         self.duration: float | None = None
         self.transcript = None
@@ -102,11 +101,10 @@ class FileJob:
         from .audio import audio_info, stream_audio
 
         self.state, self.started_at = "running", time.monotonic()
-        if isinstance(self.engine_source, np.ndarray):
-            self.duration = len(self.engine_source) / SAMPLE_RATE
-            arr = self.engine_source
-            step = int(self.block_seconds * SAMPLE_RATE)
-            self._blocks = iter([arr[i:i + step] for i in range(0, max(len(arr), 1), step)])
+        if self._samples is not None:
+            arr, step = self._samples, int(self.block_seconds * SAMPLE_RATE)
+            self.duration = len(arr) / SAMPLE_RATE
+            self._blocks = iter([arr[i:i + step] for i in range(0, len(arr), step)])
         else:
             self.duration = audio_info(self.source).duration
             self._blocks = iter(stream_audio(self.source, block_seconds=self.block_seconds))
@@ -116,10 +114,6 @@ class FileJob:
             self._chunker = StreamingChunker(SpeechDetector.shared(), max_chunk_s=self.max_chunk_seconds)
         else:
             self._pending_audio = []
-
-    @property
-    def engine_source(self):
-        return self._array if hasattr(self, "_array") else self.source
 
     def _decode_one_block(self) -> None:
         block = next(self._blocks, None)
@@ -203,10 +197,4 @@ class FileJob:
 
 def array_job(engine, samples: np.ndarray, name: str = "<array>", **kwargs) -> FileJob:
     """A FileJob over samples already in memory (float32 mono 16 kHz)."""
-    job = FileJob(engine, name, **kwargs)
-    job._array = samples
-    return job
-
-
-def is_path(source) -> bool:
-    return isinstance(source, (str, Path))
+    return FileJob(engine, name, samples=samples, **kwargs)
