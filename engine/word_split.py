@@ -63,7 +63,9 @@ def split_words(text: str, language: str | None = None) -> list[str]:
 def display_spans(text: str, words: list[str]) -> list[str]:
     """The piece of ``text`` each aligned word stands for, punctuation included, so that
     the pieces joined (with spaces between space-delimited words) give back the text."""
-    starts, pos = [], 0
+    if not words:
+        return []
+    starts, stops, pos = [], [], 0
     for word in words:
         first = None
         for ch in word:
@@ -71,11 +73,15 @@ def display_spans(text: str, words: list[str]) -> list[str]:
                 pos += 1
             if first is None:
                 first = pos
-            pos += 1
+            pos = min(pos + 1, len(text))
         starts.append(min(first if first is not None else pos, len(text)))
-    if not starts:
-        return []
-    ends = starts[1:] + [len(text)]
-    pieces = [text[s:e].strip() for s, e in zip(starts, ends)]
-    pieces[0] = (text[:starts[0]] + text[starts[0]:ends[0]]).strip()
-    return pieces
+        stops.append(pos)
+    # Cut between two words at the last space between them, so punctuation stays with the
+    # word it touches ("foo ,bar" -> "foo", ",bar"); with no space (CJK), at the next word.
+    cuts = [0]
+    for stop, start in zip(stops, starts[1:]):
+        gap = text[stop:start]
+        spaces = [i for i, ch in enumerate(gap) if ch.isspace()]
+        cuts.append(stop + spaces[-1] if spaces else start)
+    cuts.append(len(text))
+    return [text[a:b].strip() for a, b in zip(cuts, cuts[1:])]

@@ -20,7 +20,10 @@ def submit_alignment(aligner, samples: np.ndarray, segment: Segment):
     """Queue an alignment request for a segment's text, or None when it cannot be aligned."""
     if samples is None or not aligner_supports(segment.language):
         return None
-    words = split_words(segment.text, segment.language if segment.language in ALIGNER_LANGUAGES else None)
+    try:
+        words = split_words(segment.text, segment.language if segment.language in ALIGNER_LANGUAGES else None)
+    except ImportError:   # Japanese/Korean word splitters are optional; words_note names the package
+        return None
     if not words:
         return None
     request = aligner.submit(samples, words)
@@ -48,4 +51,16 @@ def words_note(engine, segments: list[Segment]) -> str:
     if unsupported:
         return (f"Word timestamps are not available for {', '.join(unsupported)}: the aligner supports "
                 f"{', '.join(sorted(ALIGNER_LANGUAGES))}.")
+    missing = {_splitter_missing(s.language) for s in segments if s.language and not s.words}
+    return " ".join(sorted(m for m in missing if m))
+
+
+def _splitter_missing(language: str) -> str:
+    """Why words of ``language`` cannot be split (an optional package is missing), or ''."""
+    try:
+        split_words("a", language)
+    except ImportError as e:
+        return f"{e}."
+    except ValueError:
+        pass
     return ""
