@@ -308,11 +308,27 @@ def _group(run: list[_Tok], opts: CueOptions) -> list[list[_Tok]]:
 
 
 def _settle(cues: list[Cue], limit: float, opts: CueOptions) -> None:
-    """Stretch short cues into the following silence and keep ``min_gap`` between cues."""
+    """Stretch short cues into the following silence and keep ``min_gap`` between cues.
+
+    Every cue stays on screen at least a moment (``visible``): when the aligner puts
+    many words on one instant, later cues are pushed back rather than shown for 0 s,
+    then a backward pass pulls everything inside ``[0, limit]``.
+    """
+    visible = min(opts.min_duration, 0.5)
     for i, cue in enumerate(cues):
+        if i:
+            cue.start = max(cue.start, cues[i - 1].end + opts.min_gap)
         ceiling = cues[i + 1].start - opts.min_gap if i + 1 < len(cues) else limit
-        end = min(max(cue.end, cue.start + opts.min_duration), cue.start + opts.max_duration)
-        cue.end = max(cue.start, min(end, ceiling, limit))
+        want = min(max(cue.end, cue.start + opts.min_duration), cue.start + opts.max_duration)
+        cue.end = max(min(want, ceiling, limit), cue.start + visible)
+    for i in reversed(range(len(cues))):
+        cue = cues[i]
+        ceiling = cues[i + 1].start - opts.min_gap if i + 1 < len(cues) else limit
+        if cue.end > ceiling:
+            cue.end = ceiling
+            cue.start = min(cue.start, cue.end - visible)
+        cue.start = max(cue.start, 0.0)
+        cue.end = max(cue.end, cue.start + 0.001)
 
 
 def build_cues(transcript: Transcript, options: CueOptions | None = None) -> list[Cue]:

@@ -44,8 +44,10 @@ class KVCache:
 
     def __init__(self, cfg: DecoderConfig, num_blocks: int, block_size: int, dtype, device):
         shape = (cfg.layers, num_blocks, block_size, cfg.kv_heads, cfg.head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # empty, not zeros: on CPU untouched pages are never resident, so a generous
+        # budget costs memory only as requests fill it (every slot is written before it is read).
+        self.k = torch.empty(shape, dtype=dtype, device=device)
+        self.v = torch.empty(shape, dtype=dtype, device=device)
         self.block_size = block_size
         self.allocator = BlockAllocator(num_blocks, block_size)
 
