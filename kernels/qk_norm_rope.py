@@ -101,11 +101,14 @@ def qk_norm_rope_reference(q, k, v, q_norm_weight, k_norm_weight, eps, cos, sin,
 
     q_out = rope(norm(q, q_norm_weight))
     k_rot = rope(norm(k, k_norm_weight))
-    valid = slot_mapping >= 0  # -1 marks padding rows: they write nothing
-    slots = slot_mapping[valid]
     n_kv, head_dim = k.shape[1:]
-    k_cache.view(-1, n_kv, head_dim)[slots] = k_rot[valid]
-    v_cache.view(-1, n_kv, head_dim)[slots] = v[valid]
+    slots = slot_mapping.long()
+    if bool((slots < 0).any()):  # -1 marks padding rows: they write nothing
+        valid = slots >= 0
+        slots, k_rot, v = slots[valid], k_rot[valid], v[valid]
+    # index_copy_ writes rows in place; cheaper than boolean-mask index_put on every step.
+    k_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, k_rot.to(k_cache.dtype))
+    v_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, v.to(v_cache.dtype))
     return q_out.contiguous()
 
 
