@@ -40,3 +40,7 @@ if triton is not None:
             return x.to(tl.float16).to(tl.float32)
         else:
             return x
+else:
+    # Callers import the name unconditionally; it is only used inside Triton kernels,
+    # which are not defined without triton either.
+    round_to = None

@@ -14,6 +14,8 @@
 #   PYTHON    interpreter used to create the venv / to build (default python3)
 #   USE_VENV  1 (default): build in <repo>/build/venv; 0: use $PYTHON as it is
 #   LINK      1: symlink the bundle into PREFIX instead of copying it
+#   SELF_TEST_MODEL  a model folder: after building, also run the bundle's
+#             --self-test on it (loads torch + the engine, transcribes a clip)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,6 +102,11 @@ if [ "$do_build" = 1 ]; then
 
     log "Smoke test: $NAME --version"
     QT_QPA_PLATFORM=offscreen "$DIST/$NAME" --version
+    # --version imports neither torch nor the engine; --self-test does.
+    if [ -n "${SELF_TEST_MODEL:-}" ]; then
+        log "Self-test: $NAME --self-test --model $SELF_TEST_MODEL"
+        QT_QPA_PLATFORM=offscreen "$DIST/$NAME" --self-test --model "$SELF_TEST_MODEL"
+    fi
 fi
 
 [ "$do_install" = 1 ] || { log "Built $DIST (not installed)"; exit 0; }
