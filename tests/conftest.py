@@ -11,6 +11,13 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Triton reads TRITON_INTERPRET when it is first imported: set it before anything imports
+# it, so the kernel tests run on the CPU in this same session. The engine still uses the
+# torch references on CPU (kernels.triton_available needs an explicit opt-in there).
+import torch  # noqa: E402
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))

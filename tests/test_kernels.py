@@ -115,12 +115,15 @@ def test_triton_available(monkeypatch):
     assert not kernels.triton_available("cpu")
     assert kernels.triton_available(torch.device("cuda"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not kernels.triton_available("cpu"), "the engine must not take the interpreter by accident"
+    monkeypatch.setenv(kernels.CPU_OPT_IN, "1")
     assert kernels.triton_available("cpu")
 
 
 @pytest.mark.parametrize("interpret, path", [("0", "reference"), ("1", "triton")])
 def test_dispatch(monkeypatch, interpret, path):
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    monkeypatch.setenv(kernels.CPU_OPT_IN, interpret)
     calls = []
     for mod, name in ((rmsnorm, "rms_norm_residual"), (qkr, "qk_norm_rope")):
         for kind in ("reference", "triton"):
