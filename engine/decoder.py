@@ -97,15 +97,15 @@ def decoder_forward(net: Qwen3ASRNetwork, cache: KVCache, embeds: torch.Tensor, 
     x, residual = embeds, None
     for i, layer in enumerate(lm.layers):
         h, residual = rms_norm_residual(x, residual, layer.input_layernorm.weight, cfg.rms_norm_eps)
-        qkv = F.linear(h, layer.qkv_weight)                                   # qkv: [tokens, (heads + 2 kvh) hd]
+        qkv = layer.qkv(h)                                   # qkv: [tokens, (heads + 2 kvh) hd]
         q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
         q = qk_norm_rope(
             q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
             layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
             cos, sin, cache.k[i], cache.v[i], meta.slot_mapping)
-        x = F.linear(attention(q, cache.k[i], cache.v[i], meta), layer.self_attn.o_proj.weight)
+        x = layer.o(attention(q, cache.k[i], cache.v[i], meta))
         h, residual = rms_norm_residual(x, residual, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
-        gate, up = F.linear(h, layer.gate_up_weight).chunk(2, dim=-1)
-        x = F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+        gate, up = layer.gate_up(h).chunk(2, dim=-1)
+        x = layer.down(F.silu(gate) * up)
     h, _ = rms_norm_residual(x, residual, lm.norm.weight, cfg.rms_norm_eps)
     return h

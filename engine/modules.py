@@ -78,9 +78,8 @@ class DecoderLayer(nn.Module):
         self.mlp.down_proj = nn.Linear(c.intermediate_size, h, bias=False)
         self.input_layernorm = RMSNorm(h, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(h, c.rms_norm_eps)
-        # Filled by fuse_projections(): one GEMM for q, k, v and one for gate, up.
-        self.qkv_weight: torch.Tensor | None = None
-        self.gate_up_weight: torch.Tensor | None = None
+        # Filled by fuse_projections(): one GEMM for q, k, v, one for gate and up.
+        self.qkv = self.o = self.gate_up = self.down = None
 
 
 class LanguageModel(nn.Module):
@@ -111,11 +110,15 @@ class Qwen3ASRNetwork(nn.Module):
     @torch.no_grad()
     def fuse_projections(self) -> None:
         """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer."""
+        from .projection import Projection
+
         for layer in self.language_model.layers:
             a, m = layer.self_attn, layer.mlp
-            layer.qkv_weight = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).contiguous()
-            layer.gate_up_weight = torch.cat([m.gate_proj.weight, m.up_proj.weight]).contiguous()
-            # The fused copies replace the originals; drop them to keep one copy in memory.
-            for lin in (a.q_proj, a.k_proj, a.v_proj, m.gate_proj, m.up_proj):
+            layer.qkv = Projection.for_device(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+            layer.gate_up = Projection.for_device(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+            layer.o = Projection.for_device(a.o_proj.weight.data)
+            layer.down = Projection.for_device(m.down_proj.weight.data)
+            # The projections replace the originals; drop them to keep one copy in memory.
+            for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 lin.weight = nn.Parameter(torch.empty(0, dtype=lin.weight.dtype, device=lin.weight.device),
                                           requires_grad=False)
