@@ -125,7 +125,8 @@ class Engine:
         return stream
 
     def has_work(self) -> bool:
-        return bool(self._jobs) or self.scheduler.has_work() or (
+        # An open live stream waiting for audio is not work: the step loop may sleep.
+        return any(job.busy for job in self._jobs) or self.scheduler.has_work() or (
             self.aligner is not None and self.aligner.has_work())
 
     # ---------------------------------------------------------------- the loop
@@ -139,6 +140,7 @@ class Engine:
         if self.aligner is not None and self.aligner.has_work():
             self.aligner.step()
         rows = self.scheduler.schedule()
+        outputs += [RequestOutput(r, [], True, r.error) for r in self.scheduler.take_rejected()]
         if not rows:
             return outputs
         before = {r.request.id: len(r.request.token_ids) for r in rows}

@@ -63,6 +63,11 @@ class FileJob:
     def finished(self) -> bool:
         return self.state in ("done", "failed", "cancelled")
 
+    @property
+    def busy(self) -> bool:
+        """Whether the engine still has work for this file."""
+        return not self.finished
+
     def cancel(self) -> None:
         if self.finished:
             return

@@ -50,6 +50,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.step_count = 0
         self.preemptions = 0
+        self.rejected: list[Request] = []
 
     def add(self, request: Request) -> None:
         request.arrival_step = self.step_count
@@ -67,6 +68,16 @@ class Scheduler:
             self.running.remove(request)
         if request in self.waiting:
             self.waiting.remove(request)
+
+    def _reject(self, request: Request, reason: str) -> None:
+        self.release(request)
+        request.state, request.finish_reason, request.error = RequestState.FINISHED, "error", reason
+        self.rejected.append(request)
+
+    def take_rejected(self) -> list[Request]:
+        """Requests failed since the last call (they could never fit); the engine reports them."""
+        rejected, self.rejected = self.rejected, []
+        return rejected
 
     def _preempt(self, request: Request) -> None:
         self.preemptions += 1
@@ -119,11 +130,10 @@ class Scheduler:
             length = min(req.num_tokens - req.num_cached, budget)
             lowest = min((r.priority for r in self.running if r.id not in scheduled), default=req.priority)
             if not self._ensure_blocks(req, req.num_cached + length, scheduled, may_preempt=req.priority > lowest):
-                if not self.running and not rows:
-                    raise RuntimeError(
-                        f"request {req.id} needs {req.num_tokens} tokens of cache, more than the whole "
-                        f"cache holds ({self.allocator.num_blocks * self.allocator.block_size}); "
-                        "raise the KV cache budget or shorten the clip")
+                capacity = self.allocator.num_blocks * self.allocator.block_size
+                if req.num_tokens > capacity:  # it can never run: fail it alone, the rest go on
+                    self._reject(req, f"the clip needs {req.num_tokens} tokens of cache, more than the whole "
+                                      f"cache holds ({capacity}); raise the KV cache budget or shorten the clip")
                 continue
             if req in self.waiting:
                 self.waiting.remove(req)

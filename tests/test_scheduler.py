@@ -147,12 +147,16 @@ def test_release_on_cancel_returns_blocks():
     assert sched.allocator.num_free == 8 and not sched.has_work()
 
 
-def test_a_prompt_larger_than_the_cache_is_a_clear_error():
+def test_a_prompt_larger_than_the_cache_fails_alone():
     caps = SchedulerConfig()
     sched = Scheduler(caps, BlockAllocator(2, 8))
-    sched.add(fake_request(40, 2))
-    with pytest.raises(RuntimeError, match="more than the whole cache"):
-        sched.schedule()
+    big, small = fake_request(40, 2), fake_request(4, 2)
+    sched.add(big)
+    sched.add(small)
+    drain(sched, caps)
+    assert big.finished and "more than the whole cache" in big.error
+    assert sched.take_rejected() == [big]
+    assert small.finished and small.error is None and len(small.token_ids) == 2
 
 
 def test_bad_caps_raise_value_error():
