@@ -328,7 +328,9 @@ def _settle(cues: list[Cue], limit: float, opts: CueOptions) -> None:
             cue.end = ceiling
             cue.start = min(cue.start, cue.end - visible)
         cue.start = max(cue.start, 0.0)
-        cue.end = max(cue.end, cue.start + 0.001)
+        if cue.end <= cue.start:  # at least a millisecond, unless no room is left at all
+            cue.end = min(cue.start + 0.001, max(ceiling, 0.0))
+            cue.start = min(cue.start, cue.end)
 
 
 def build_cues(transcript: Transcript, options: CueOptions | None = None) -> list[Cue]:

@@ -378,3 +378,20 @@ def test_fuzz_exporters_never_raise_and_parse_back(tr):
             [(ms(c.start), ms(c.end)) for c in cues]
     assert len(json.loads(to_json(tr))["segments"]) == len(tr.segments)
     assert isinstance(to_txt(tr), str) and isinstance(to_txt(tr, timestamps=True), str)
+
+
+def test_cues_stay_inside_a_zero_length_transcript():
+    """Regression (found by the fuzz test): the 'always visible' millisecond must not
+    push a cue past the end of the audio."""
+    from engine.cues import build_cues
+    words = [Word("a", 0.0, 0.0), Word("b", 0.0, 0.0)]
+    t = Transcript(text="a b", language=None, duration=0.0,
+                   segments=[Segment(0.0, 0.0, "a b", words=words)])
+    for cue in build_cues(t):
+        assert 0.0 <= cue.start <= cue.end <= 0.0
+    crowded = [Word(str(i), 1.0, 1.0) for i in range(30)]
+    t = Transcript(text="", language=None, duration=2.0,
+                   segments=[Segment(1.0, 1.0, " ".join(w.text for w in crowded), words=crowded)])
+    cues = build_cues(t)
+    assert all(0.0 <= c.start <= c.end <= 2.0 for c in cues)
+    assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
