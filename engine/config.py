@@ -63,6 +63,7 @@ class ModelConfig:
     num_labels: int | None = None    # forced aligner: timestamp classes of the score head
     timestamp_token_id: int | None = None
     timestamp_segment_ms: float = 80.0
+    score_bias: bool = False         # forced aligner: transformers' token_classification_bias
 
 
 def conv_output_length(frames: int) -> int:
@@ -93,6 +94,20 @@ def _rope_theta(text: dict) -> float:
     return float(text.get("rope_theta", 1_000_000.0))
 
 
+def _tie_word_embeddings(layout: str, raw: dict, top: dict, text: dict) -> bool:
+    """Whether the LM head is the embedding matrix.
+
+    transformers' composite model reads the top-level flag (default True for
+    Qwen3ASRConfig) and ignores ``text_config``'s, which a config saved with only
+    ``tie_word_embeddings`` at the top can contradict; the original layout keeps it
+    with the text model.
+    """
+    if layout == "hf":
+        return bool(_get(raw, "tie_word_embeddings", default=True))
+    return bool(_get(text, "tie_word_embeddings", default=_get(top, "tie_word_embeddings",
+                                                               default=_get(raw, "tie_word_embeddings", default=False))))
+
+
 def load_config(model_dir) -> ModelConfig:
     """Read config.json (and generation_config.json for end tokens) from ``model_dir``."""
     model_dir = Path(model_dir)
@@ -117,7 +132,7 @@ def load_config(model_dir) -> ModelConfig:
             output_dim=audio["output_dim"], activation=audio.get("activation_function", "gelu"),
         )
         hidden, heads = text["hidden_size"], text["num_attention_heads"]
-        tie = bool(_get(text, "tie_word_embeddings", default=_get(top, "tie_word_embeddings", default=False)))
+        tie = _tie_word_embeddings(layout, raw, top, text)
         dec = DecoderConfig(
             vocab_size=text["vocab_size"], hidden_size=hidden, layers=text["num_hidden_layers"],
             heads=heads, kv_heads=text.get("num_key_value_heads", heads),
@@ -141,6 +156,7 @@ def load_config(model_dir) -> ModelConfig:
         eos_token_ids=eos, num_labels=num_labels,
         timestamp_token_id=_get(raw, "timestamp_token_id", default=_get(top, "timestamp_token_id")),
         timestamp_segment_ms=float(_get(raw, "timestamp_segment_time", default=80.0)),
+        score_bias=bool(_get(raw, "token_classification_bias", default=False)),
     )
 
 

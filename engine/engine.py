@@ -17,7 +17,7 @@ from .config import audio_token_count
 from .features import SAMPLE_RATE, log_mel, num_frames
 from .kv_cache import KVCache
 from .model import load_network, load_tokenizer, resolve_device, resolve_dtype
-from .prompt import build_prompt_ids, language_name, parse_output
+from .prompt import build_prompt_ids, decode_text, language_name, parse_output
 from .request import Request, RequestOutput, RequestState
 from .runner import ModelRunner
 from .scheduler import Scheduler, SchedulerConfig
@@ -202,8 +202,7 @@ class Engine:
 
     def decode(self, request: Request) -> tuple[str | None, str]:
         """(language, text) of a finished request."""
-        text = self.tokenizer.decode(request.token_ids, skip_special_tokens=True)
-        return parse_output(text, request.language)
+        return parse_output(decode_text(self.tokenizer, request.token_ids), request.language)
 
     def transcribe(self, audio, *, language=None, context: str = "", word_timestamps: bool = False,
                    progress=None, max_chunk_seconds: float | None = None):

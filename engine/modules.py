@@ -103,7 +103,7 @@ class Qwen3ASRNetwork(nn.Module):
         self.language_model = LanguageModel(config.decoder)
         d = config.decoder
         if config.num_labels:
-            self.score = nn.Linear(d.hidden_size, config.num_labels, bias=False)
+            self.score = nn.Linear(d.hidden_size, config.num_labels, bias=config.score_bias)
         else:
             self.lm_head = nn.Linear(d.hidden_size, d.vocab_size, bias=False)
 

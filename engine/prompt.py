@@ -55,6 +55,17 @@ def build_prompt_ids(tokenizer, num_audio_tokens: int, *, context: str = "",
     return head + [pad_id] * num_audio_tokens + tail, len(head)
 
 
+def decode_text(tokenizer, token_ids: list[int]) -> str:
+    """Decoded output without special tokens, keeping the ``<asr_text>`` marker even in a
+    tokenizer that registered it as special (skipping it would lose the language split)."""
+    marker = tokenizer.convert_tokens_to_ids(ASR_TEXT)
+    if not isinstance(marker, int) or marker == tokenizer.unk_token_id or marker not in token_ids:
+        return tokenizer.decode(token_ids, skip_special_tokens=True)
+    cut = token_ids.index(marker)
+    return (tokenizer.decode(token_ids[:cut], skip_special_tokens=True) + ASR_TEXT
+            + tokenizer.decode(token_ids[cut + 1:], skip_special_tokens=True))
+
+
 def fix_repetitions(text: str, threshold: int = 20) -> str:
     """Collapse runs of > ``threshold`` identical characters, and a 1-20 character
     pattern repeated ``threshold`` or more times, to one occurrence (as the official package)."""

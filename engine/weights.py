@@ -83,11 +83,12 @@ def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, devi
                     state[ours] = tensor.to(device=device, dtype=dtype)
         except (OSError, RuntimeError) as e:
             raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from e
+    if "lm_head.weight" in shapes and "lm_head.weight" not in state and "language_model.embed_tokens.weight" in state:
+        # A tied head is the embedding. As in transformers, a head stored on disk wins over the
+        # flag; the original layout's configs may leave the flag out, so a missing head means tied.
+        if module.config.decoder.tie_word_embeddings or layout == "original":
+            state["lm_head.weight"] = state["language_model.embed_tokens.weight"]
     missing = [n for n in shapes if n not in state]
-    tie = module.config.decoder.tie_word_embeddings
-    if "lm_head.weight" in missing and tie and "language_model.embed_tokens.weight" in state:
-        state["lm_head.weight"] = state["language_model.embed_tokens.weight"]
-        missing.remove("lm_head.weight")
     problems = []
     for label, items, sep in (("missing tensors", missing, ", "), ("unexpected tensors", unexpected, ", "),
                               ("wrong shapes", mismatched, "; ")):

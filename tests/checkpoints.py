@@ -101,7 +101,8 @@ def _fan_in_init(model: torch.nn.Module, generator: torch.Generator, embed_std: 
 
 
 def build_checkpoint(out_dir, *, seed: int = 0, dims: dict = TINY, tie: bool = False,
-                     aligner: bool = False, num_labels: int = 5000, dtype=torch.float32) -> Path:
+                     aligner: bool = False, num_labels: int = 5000, dtype=torch.float32,
+                     score_bias: bool = False) -> Path:
     """Write a random Qwen3-ASR (or ForcedAligner) checkpoint in the ``-hf`` layout."""
     from transformers import (Qwen3ASRConfig, Qwen3ASRFeatureExtractor, Qwen3ASRForConditionalGeneration,
                               Qwen3ASRForTokenClassification, Qwen3ASRProcessor)
@@ -122,6 +123,7 @@ def build_checkpoint(out_dir, *, seed: int = 0, dims: dict = TINY, tie: bool = F
         audio_config=audio_config, text_config=text_config, audio_token_id=ids("<|audio_pad|>"),
         timestamp_token_id=ids("<timestamp>"), pad_token_id=ids("<|endoftext|>"),
         eos_token_id=[ids("<|endoftext|>"), ids("<|im_end|>")], tie_word_embeddings=tie,
+        token_classification_bias=score_bias,
     )
     if aligner:
         config.num_labels = num_labels

@@ -126,6 +126,18 @@ def test_other_checkpoint_equals_transformers(other_aligner_dir, name, seconds):
     assert as_tuples(our_aligner(other_aligner_dir).align(audio, text, language=language)) == ref_tuples(ref_words)
 
 
+def test_score_head_with_bias_equals_transformers(tmp_path):
+    """transformers' token_classification_bias gives the score head a bias; it must be used."""
+    model_dir = build_checkpoint(tmp_path / "biased", seed=3, aligner=True, score_bias=True)
+    name, seconds = CASES[0]
+    text, language = TEXTS[name]
+    audio = case_clip(name, seconds)
+    ref_words, _ = reference_alignment(model_dir, audio, text, language)
+    ours = engine.load_aligner(model_dir, device="cpu", dtype="float32")
+    assert ours.net.score.bias is not None
+    assert as_tuples(ours.align(audio, text, language=language)) == ref_tuples(ref_words)
+
+
 @pytest.mark.parametrize("name", list(TEXTS))
 def test_original_layout_equals_transformers(tiny_aligner_dir, original_aligner_dir, name):
     text, language = TEXTS[name]

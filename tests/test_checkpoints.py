@@ -56,6 +56,40 @@ def test_tied_embedding_checkpoint(tmp_path):
     assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
 
 
+def _set_config(model_dir, edit):
+    path = model_dir / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+
+
+def test_top_level_tie_flag_wins_over_text_config(tmp_path):
+    """transformers ties by the top-level flag; a text_config saying otherwise must not break loading."""
+    model_dir = build_checkpoint(tmp_path / "tied", seed=6, tie=True)
+    _set_config(model_dir, lambda c: c["text_config"].update(tie_word_embeddings=False))
+    eng = engine.load(model_dir)
+    assert eng.config.decoder.tie_word_embeddings
+    audio = clip(2.5, 6)
+    assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
+
+
+def test_stored_head_wins_over_a_tying_config(tmp_path):
+    """A tied config with a different lm_head on disk: transformers keeps the stored head, so do we."""
+    model_dir = build_checkpoint(tmp_path / "stored", seed=8, tie=False)
+    _set_config(model_dir, lambda c: c.update(tie_word_embeddings=True))
+    eng = engine.load(model_dir)
+    assert eng.net.lm_head.weight.data_ptr() != eng.net.language_model.embed_tokens.weight.data_ptr()
+    audio = clip(2.0, 8)
+    assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
+
+
+def test_untied_hf_checkpoint_without_head_names_it(tiny_model_dir, tmp_path):
+    d = copy_dir(tiny_model_dir, tmp_path / "nohead")
+    _rewrite_tensors(d, lambda t: t.pop("lm_head.weight"))
+    with pytest.raises(CheckpointError, match=r"missing tensors: lm_head\.weight"):
+        engine.load(d)
+
+
 def test_sharded_checkpoint(tiny_model_dir, tmp_path):
     out = tmp_path / "sharded"
     out.mkdir()
