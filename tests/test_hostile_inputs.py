@@ -16,6 +16,7 @@ exactly as it does alone.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from engine.exports import render_filename
 SR = 16000
 WAIT_MS = 120_000
 UNICODE_NAME = 'my "talk" – café ü.wav'
+# tests/bench/corpus_table.py sets this: each result table is also appended here as a JSON
+# line, with messages in full instead of cut to one short line.
+REPORT = os.environ.get("QWEN3_HOSTILE_REPORT")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,9 @@ def _hour_of_silence(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> dict[str, object]:
-    root = tmp_path_factory.mktemp("hostile")
+def build_corpus(root: Path) -> dict[str, object]:
+    """Write the corpus under ``root`` (tests/bench/corpus_table.py builds the same one)."""
+    root = Path(root)
     src = root / "in"
     src.mkdir()
     speech_path = espeak_wav(root / "speech-src.wav", "Hello world. This is a test of local speech recognition.")
@@ -111,6 +115,11 @@ def corpus(tmp_path_factory) -> dict[str, object]:
     return {"root": root, "src": src, "speech": speech_path, "cases": cases}
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, object]:
+    return build_corpus(tmp_path_factory.mktemp("hostile"))
+
+
 def _outputs(source: Path, folder: Path | None = None, formats=("txt", "json")) -> list[Path]:
     folder = folder or source.parent
     return [folder / render_filename("{stem}.{ext}", stem=source.stem, fmt=fmt) for fmt in formats]
@@ -121,6 +130,9 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> 
     line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
     out = [f"\n{title}", line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in rows]
+    if REPORT:
+        with open(REPORT, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"title": title, "header": header, "rows": rows}, ensure_ascii=False) + "\n")
     return "\n".join(out)
 
 
@@ -129,6 +141,8 @@ def _short(text: str, limit: int = 110, **roots: Path) -> str:
     for name, root in roots.items():
         text = text.replace(str(root), f"<{name}>")
     text = " ".join(text.split())
+    if REPORT:  # the full message for tests/bench/corpus_table.py
+        return text
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
