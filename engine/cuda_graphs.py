@@ -45,13 +45,13 @@ class CudaGraphRunner:
 
     def _forward(self, g: _Graph) -> torch.Tensor:
         hidden = decoder_forward(self.net, self.cache, g.embeds, self._meta(g), attention=flash_paged_attention)
-        return self.net.lm_head(hidden.index_select(0, g.sample_index))
+        return self.net.head(hidden.index_select(0, g.sample_index))
 
     @torch.no_grad()
     def _capture(self, tokens: int, rows: int) -> _Graph:
         dec = self.net.config.decoder
-        g = _Graph(tokens, rows, self.max_blocks, dec.hidden_size, self.net.lm_head.weight.dtype,
-                   self.net.lm_head.weight.device)
+        g = _Graph(tokens, rows, self.max_blocks, dec.hidden_size, self.net.language_model.embed_tokens.weight.dtype,
+                   self.net.language_model.embed_tokens.weight.device)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):

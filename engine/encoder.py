@@ -14,7 +14,10 @@ import torch.nn.functional as F
 from .config import audio_token_count, conv_output_length
 from .modules import Qwen3ASRNetwork
 
-CONV_BATCH_CHUNKS = 64  # bounds the conv activations' memory: [64, 480, 64, 50] floats
+# Chunks per convolution call. On CPU small batches keep the [n, 480, 64, 50] activations in
+# cache and out of freshly page-faulted memory: 4 chunks run the stack about twice as fast as 64.
+# On CUDA larger batches mean fewer launches; 64 bounds the activations' memory.
+CONV_BATCH_CHUNKS = {"cpu": 4, "cuda": 64}
 
 
 def _chunk_features(features: list[torch.Tensor], chunk: int):
@@ -32,9 +35,10 @@ def _chunk_features(features: list[torch.Tensor], chunk: int):
 def _conv_stack(tower, chunks: torch.Tensor) -> torch.Tensor:
     """[chunks, 1, mels, chunk] -> [chunks, tokens_per_chunk, d_model], with positions added."""
     outs = []
-    for start in range(0, chunks.shape[0], CONV_BATCH_CHUNKS):
+    batch = CONV_BATCH_CHUNKS.get(chunks.device.type, 64)
+    for start in range(0, chunks.shape[0], batch):
         # channels_last: oneDNN's convolutions are 2-4x faster in it on CPU (1 input channel most of all).
-        x = chunks[start:start + CONV_BATCH_CHUNKS].contiguous(memory_format=torch.channels_last)
+        x = chunks[start:start + batch].contiguous(memory_format=torch.channels_last)
         x = F.gelu(tower.conv2d1(x))
         x = F.gelu(tower.conv2d2(x))
         x = F.gelu(tower.conv2d3(x))                         # x: [n, ch, freq, t]

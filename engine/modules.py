@@ -120,5 +120,17 @@ class Qwen3ASRNetwork(nn.Module):
             layer.down = Projection.for_device(m.down_proj.weight.data)
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
-                lin.weight = nn.Parameter(torch.empty(0, dtype=lin.weight.dtype, device=lin.weight.device),
-                                          requires_grad=False)
+                _drop_weight(lin)
+        if hasattr(self, "lm_head"):
+            # The LM head is the largest single read of a decode step. A tied head stays plain:
+            # packing it would keep a second copy of the embedding matrix.
+            weight = self.lm_head.weight.data
+            tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
+            self.head = Projection(weight) if tied else Projection.for_device(weight)
+            if self.head.packed is not None:
+                _drop_weight(self.lm_head)
+
+
+def _drop_weight(linear: nn.Linear) -> None:
+    linear.weight = nn.Parameter(torch.empty(0, dtype=linear.weight.dtype, device=linear.weight.device),
+                                 requires_grad=False)

@@ -150,13 +150,15 @@ class ModelRunner:
         asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
         has_align = any(r.request.kind == "align" for r in rows)
         if self.graphs is not None and not has_align and inputs.meta.tensors is not None:
-            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr]).float()
+            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
         else:
             hidden = self.hidden_states(inputs)
-            logits = self.net.lm_head(hidden.index_select(0, inputs.sample_index[asr])).float() if asr else None
+            logits = self.net.head(hidden.index_select(0, inputs.sample_index[asr])) if asr else None
             self._score_alignment(rows, inputs, hidden, timestamp_token_id)
         next_tokens: dict[int, int] = {}
         if asr:
+            # argmax in the logits' own dtype: widening to float32 is exact, so it picks the same
+            # token, without a [rows, vocab] copy every step.
             for i, token in zip(asr, logits.argmax(dim=-1).tolist()):
                 next_tokens[inputs.sample_rows[i].request.id] = token
         return next_tokens

@@ -70,7 +70,7 @@ def test_prefill_logits_equal_reference(eng, tiny_model_dir):
     from engine.runner import build_step_inputs
 
     step = build_step_inputs(rows, eng.cache.block_size, eng.torch_device)
-    ours = eng.net.lm_head(eng.runner.hidden_states(step))
+    ours = eng.net.head(eng.runner.hidden_states(step))
     eng.scheduler.release(req)
     eng._requests.pop(req.id)
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
