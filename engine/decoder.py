@@ -49,14 +49,16 @@ def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype) -> tupl
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def _row_kv(cache_k: torch.Tensor, cache_v: torch.Tensor, table: list[int], ctx: int, block_size: int):
-    """A row's keys and values [ctx, kv_heads, hd]: a view when they sit in one block."""
+def _row_kv(keys: torch.Tensor, values: torch.Tensor, table: list[int], ctx: int, block_size: int):
+    """A row's keys and values [1, kv_heads, ctx, hd] from head-major cache views
+    [blocks, kv_heads, block_size, hd]: a view when they sit in one block."""
     if ctx <= block_size:
-        return cache_k[table[0], :ctx], cache_v[table[0], :ctx]
+        b = table[0]
+        return keys[b:b + 1, :, :ctx], values[b:b + 1, :, :ctx]
     n_blocks = -(-ctx // block_size)
-    idx = torch.tensor(table[:n_blocks], device=cache_k.device)
-    k = cache_k.index_select(0, idx).flatten(0, 1)[:ctx]
-    v = cache_v.index_select(0, idx).flatten(0, 1)[:ctx]
+    idx = torch.tensor(table[:n_blocks], device=keys.device)
+    k = keys.index_select(0, idx).transpose(0, 1).flatten(1, 2)[None, :, :ctx]
+    v = values.index_select(0, idx).transpose(0, 1).flatten(1, 2)[None, :, :ctx]
     return k, v
 
 
@@ -65,16 +67,19 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
     """Causal attention of each row's queries over its cached context (exact torch path).
 
     q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd].
+    One SDPA call per row; the views are built with as few ops as possible, since a decode
+    step runs this for every row of every layer.
     """
     tokens, heads, hd = q.shape
-    out = torch.zeros(tokens, heads, hd, dtype=q.dtype, device=q.device)
     block_size = cache_k.shape[1]
+    keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
+    q_heads = q.transpose(0, 1)                                        # [heads, tokens, hd]
+    outs, filled = [], 0
     for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
         if n == 0:
             continue
-        k, v = _row_kv(cache_k, cache_v, table, ctx, block_size)
-        qr = q[start:start + n].transpose(0, 1).unsqueeze(0)            # [1, heads, n, hd]
-        kr, vr = k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)
+        kr, vr = _row_kv(keys, values, table, ctx, block_size)
+        qr = q_heads[None, :, start:start + n]                         # [1, heads, n, hd]
         if n == 1:
             mask, causal = None, False
         elif n == ctx:
@@ -83,8 +88,11 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
             qpos = torch.arange(ctx - n, ctx, device=q.device)[:, None]
             mask, causal = torch.arange(ctx, device=q.device)[None, :] <= qpos, False
         o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, is_causal=causal, enable_gqa=True)
-        out[start:start + n] = o[0].transpose(0, 1)
-    return out.view(tokens, heads * hd)
+        outs.append(o[0].transpose(0, 1))                              # [n, heads, hd]
+        filled = start + n
+    if filled < tokens or not outs:   # padding tokens of a bucket: attended by nobody, output zero
+        outs.append(q.new_zeros(tokens - filled, heads, hd))
+    return torch.cat(outs).view(tokens, heads * hd)
 
 
 def decoder_forward(net: Qwen3ASRNetwork, cache: KVCache, embeds: torch.Tensor, meta: StepMetadata,
