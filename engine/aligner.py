@@ -15,6 +15,7 @@ from .errors import CheckpointError
 from .features import SAMPLE_RATE, log_mel, num_frames
 from .kv_cache import KVCache
 from .model import load_network, load_tokenizer, resolve_device, resolve_dtype
+from .prompt import AUDIO_PAD, render_around_audio
 from .request import Request, RequestState
 from .runner import ModelRunner
 from .scheduler import Scheduler, SchedulerConfig
@@ -86,10 +87,14 @@ class Aligner:
 
     def make_request(self, samples: np.ndarray, words: list[str]) -> Request:
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
-        pad = self.tokenizer.convert_tokens_to_ids("<|audio_pad|>")
-        head = self.tokenizer.encode("<|audio_start|>", add_special_tokens=False)
-        tail = self.tokenizer.encode("<|audio_end|>" + "".join(w + TIMESTAMP * 2 for w in words),
-                                     add_special_tokens=False)
+        pad = self.tokenizer.convert_tokens_to_ids(AUDIO_PAD)
+        # As transformers' prepare_forced_aligner_inputs: one user turn of the audio and each word,
+        # rendered by the checkpoint's template; the aligner's own format where it has none.
+        content = [{"type": "audio"}] + [{"type": "text", "text": w} for w in words]
+        before, after = render_around_audio(self.tokenizer, [{"role": "user", "content": content}]) or (
+            "<|audio_start|>", "<|audio_end|>" + "".join(w + TIMESTAMP * 2 for w in words))
+        head = self.tokenizer.encode(before, add_special_tokens=False)
+        tail = self.tokenizer.encode(after, add_special_tokens=False)
         return Request(prompt_ids=head + [pad] * n_audio + tail, audio_start=len(head),
                        features=log_mel(samples), num_audio_tokens=n_audio, max_new_tokens=1, kind="align",
                        duration=len(samples) / SAMPLE_RATE)

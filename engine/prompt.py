@@ -30,13 +30,46 @@ def language_name(language: str | None) -> str | None:
                      f"{', '.join(sorted(LANGUAGES.values())[:6])}... or 'en', 'zh', 'de'")
 
 
-def prompt_text_parts(context: str, language: str | None) -> tuple[str, str]:
-    """The text before and after the audio placeholder tokens."""
+def prompt_text_parts(context: str, language: str | None, tokenizer=None) -> tuple[str, str]:
+    """The text before and after the audio placeholder tokens.
+
+    With a chat template in the checkpoint, it is rendered exactly as transformers'
+    ``apply_transcription_request`` renders it (system turn only for a non-empty
+    context, the forced language prefilled into the assistant turn), so the prompt is
+    the reference's whatever the template's whitespace. Without one, the official
+    package's format is built by hand; Qwen's own template renders the same text.
+    """
+    name = language_name(language)
+    rendered = _render_chat_template(tokenizer, context, name) if tokenizer is not None else None
+    if rendered is not None:
+        return rendered
     before = f"<|im_start|>system\n{context}<|im_end|>\n<|im_start|>user\n<|audio_start|>"
     after = "<|audio_end|><|im_end|>\n<|im_start|>assistant\n"
-    name = language_name(language)
     if name is not None:
         after += f"language {name}{ASR_TEXT}"
+    return before, after
+
+
+def _render_chat_template(tokenizer, context: str, language: str | None) -> tuple[str, str] | None:
+    messages = [{"role": "system", "content": [{"type": "text", "text": context}]}] if context else []
+    messages.append({"role": "user", "content": [{"type": "audio"}]})
+    prefill = f"language {language}{ASR_TEXT}" if language is not None else ""
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": prefill}]})
+    return render_around_audio(tokenizer, messages, continue_final_message=True)
+
+
+def render_around_audio(tokenizer, messages: list[dict], **options) -> tuple[str, str] | None:
+    """The checkpoint's chat template rendered for ``messages`` (one audio item), split at the
+    audio placeholder; None when the tokenizer has no template or it renders no single placeholder."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, **options)
+    except Exception:  # a template that cannot render this conversation: use the built-in format
+        return None
+    if not isinstance(text, str) or text.count(AUDIO_PAD) != 1:
+        return None
+    before, after = text.split(AUDIO_PAD)
     return before, after
 
 
@@ -48,7 +81,7 @@ def build_prompt_ids(tokenizer, num_audio_tokens: int, *, context: str = "",
     prompt: the audio start and end tokens are special, so they split the text
     the same way.
     """
-    before, after = prompt_text_parts(context, language)
+    before, after = prompt_text_parts(context, language, tokenizer)
     pad_id = tokenizer.convert_tokens_to_ids(AUDIO_PAD)
     head = tokenizer.encode(before, add_special_tokens=False)
     tail = tokenizer.encode(after, add_special_tokens=False)

@@ -18,7 +18,11 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|
                   "<|audio_end|>", "<|audio_pad|>", "<timestamp>"]
 PLAIN_ADDED_TOKENS = ["<asr_text>"]
 
+# Like Qwen's own template: an empty system turn when the conversation has none.
 ASR_CHAT_TEMPLATE = (
+    "{%- if not messages or messages[0].role != 'system' -%}"
+    "<|im_start|>system{{ '\\n' }}<|im_end|>{{ '\\n' }}"
+    "{%- endif -%}"
     "{%- for message in messages -%}"
     "<|im_start|>{{ message.role }}{{ '\\n' }}"
     "{%- if message.content is string -%}{{ message.content }}{%- else -%}"

@@ -20,7 +20,8 @@ def load_reference(model_dir: str, aligner: bool = False):
 
 def reference_inputs(model_dir: str, audio: np.ndarray, *, language=None, context=""):
     _, processor = load_reference(str(model_dir))
-    return processor.apply_transcription_request(audio=[audio], language=language, prompt=context)
+    # No context is no system message, as a caller of transformers writes it (prompt=None).
+    return processor.apply_transcription_request(audio=[audio], language=language, prompt=context or None)
 
 
 @torch.no_grad()

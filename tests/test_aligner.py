@@ -6,6 +6,7 @@ and end times must be identical to what the reference processor decodes.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,6 +137,27 @@ def test_score_head_with_bias_equals_transformers(tmp_path):
     ours = engine.load_aligner(model_dir, device="cpu", dtype="float32")
     assert ours.net.score.bias is not None
     assert as_tuples(ours.align(audio, text, language=language)) == ref_tuples(ref_words)
+
+
+def test_aligner_prompt_follows_the_checkpoints_chat_template(tiny_aligner_dir, tmp_path):
+    """A template that separates the words differently: the prompt is still the reference's."""
+    import shutil
+
+    d = Path(shutil.copytree(tiny_aligner_dir, tmp_path / "template"))
+    (d / "chat_template.jinja").write_text(
+        "{%- for message in messages -%}{%- for item in message.content -%}"
+        "{%- if item.type == 'audio' -%}<|audio_start|><|audio_pad|><|audio_end|> "
+        "{%- elif item.type == 'text' -%}{{ item.text }} <timestamp><timestamp>{%- endif -%}"
+        "{%- endfor -%}{%- endfor -%}")
+    name, seconds = CASES[0]
+    text, language = TEXTS[name]
+    audio = case_clip(name, seconds)
+    model, processor = load_reference(str(d), aligner=True)
+    inputs, _ = processor.prepare_forced_aligner_inputs(audio=[audio], transcript=text, language=language)
+    aligner = engine.load_aligner(d, device="cpu", dtype="float32")
+    assert aligner.make_request(audio, split_words(text, language)).prompt_ids == inputs["input_ids"][0].tolist()
+    ref_words, _ = reference_alignment(d, audio, text, language)
+    assert as_tuples(aligner.align(audio, text, language=language)) == ref_tuples(ref_words)
 
 
 @pytest.mark.parametrize("name", list(TEXTS))

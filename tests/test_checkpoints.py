@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 import engine
 from checkpoints import build_checkpoint, to_original_layout
 from engine.errors import CheckpointError
-from reference import reference_generate
+from reference import reference_generate, reference_inputs
 from test_engine_parity import clip
 
 OTHER_DIMS = dict(
@@ -88,6 +88,44 @@ def test_untied_hf_checkpoint_without_head_names_it(tiny_model_dir, tmp_path):
     _rewrite_tensors(d, lambda t: t.pop("lm_head.weight"))
     with pytest.raises(CheckpointError, match=r"missing tensors: lm_head\.weight"):
         engine.load(d)
+
+
+# A template written another way than Qwen's: no default system turn, other separators.
+PLAIN_TEMPLATE = (
+    "{%- for message in messages -%}<|im_start|>{{ message.role }}: "
+    "{%- for item in message.content -%}"
+    "{%- if item.type == 'audio' -%}<|audio_start|><|audio_pad|><|audio_end|>"
+    "{%- else -%}{{ item.text }}{%- endif -%}{%- endfor -%}"
+    "{%- if not (loop.last and message.role == 'assistant') -%}<|im_end|> {%- endif -%}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}<|im_start|>assistant: {%- endif -%}"
+)
+
+
+@pytest.mark.parametrize("language,context", [(None, ""), ("fr", ""), (None, "Noms: Zoé")])
+def test_prompt_follows_the_checkpoints_chat_template(tiny_model_dir, tmp_path, language, context):
+    d = copy_dir(tiny_model_dir, tmp_path / "template")
+    (d / "chat_template.jinja").write_text(PLAIN_TEMPLATE)
+    eng = engine.load(d)
+    audio = clip(3.0, 11)
+    ref_inputs = reference_inputs(d, audio, language=language, context=context)
+    assert eng.make_request(audio, language=language, context=context).prompt_ids == ref_inputs["input_ids"][0].tolist()
+    ours = eng.generate([audio], language=language, context=context, max_new_tokens=12)[0]
+    assert ours == reference_generate(d, audio, language=language, context=context, max_new_tokens=12)
+
+
+def test_prompt_without_a_chat_template_is_the_official_format(tiny_model_dir, tmp_path):
+    from engine.prompt import prompt_text_parts
+
+    d = copy_dir(tiny_model_dir, tmp_path / "notemplate")
+    (d / "chat_template.jinja").unlink()
+    eng = engine.load(d)
+    assert not getattr(eng.tokenizer, "chat_template", None)
+    assert prompt_text_parts("ctx", "en", eng.tokenizer) == (
+        "<|im_start|>system\nctx<|im_end|>\n<|im_start|>user\n<|audio_start|>",
+        "<|audio_end|><|im_end|>\n<|im_start|>assistant\nlanguage English<asr_text>")
+    with_template = engine.load(tiny_model_dir)
+    audio = clip(2.0, 12)
+    assert eng.generate([audio], max_new_tokens=10) == with_template.generate([audio], max_new_tokens=10)
 
 
 def test_sharded_checkpoint(tiny_model_dir, tmp_path):
