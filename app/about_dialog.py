@@ -1,9 +1,10 @@
 """Help > About: version, model, and a way to find the log file."""
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPushButton,
+                               QVBoxLayout)
 
 from app import APP_NAME, __version__
 from app.paths import log_file
@@ -27,8 +28,21 @@ class AboutDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         buttons.addButton(open_log, QDialogButtonBox.ButtonRole.ActionRole)
+        self.setMinimumWidth(480)
+        row = QHBoxLayout()
+        try:
+            from resources import app_icon
+
+            icon = QLabel()
+            icon.setPixmap(app_icon().pixmap(64, 64))
+            icon.setAlignment(Qt.AlignmentFlag.AlignTop)
+            row.addWidget(icon)
+            row.addSpacing(12)
+        except Exception:  # resources are optional: the box still says what it must
+            pass
+        row.addWidget(text, 1)
         layout = QVBoxLayout(self)
-        layout.addWidget(text)
+        layout.addLayout(row)
         layout.addWidget(buttons)
 
     def open_log(self) -> bool:

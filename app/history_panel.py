@@ -7,6 +7,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLineEdit, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
+from app.queue_model import format_duration
+
 FileIdRole = Qt.ItemDataRole.UserRole + 20
 
 
@@ -22,6 +24,10 @@ class HistoryPanel(QWidget):
         self.list = QListWidget()
         self.list.setObjectName("historyList")
         self.list.setAlternatingRowColors(True)
+        # Long previews end in "…" instead of pushing in a sideways scroll bar.
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setWordWrap(False)
         self.list.currentItemChanged.connect(self._current_changed)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -57,7 +63,9 @@ class HistoryPanel(QWidget):
         when = _dt.datetime.fromtimestamp(finished_at).strftime("%Y-%m-%d %H:%M") if finished_at else ""
         preview = (transcript.text or "").strip().replace("\n", " ")
         preview = preview[:80] + ("…" if len(preview) > 80 else "")
-        item = QListWidgetItem(f"{Path(path).name}{'  (edited)' if edited else ''}\n{when} · {preview}")
+        details = " · ".join(p for p in (when, format_duration(getattr(transcript, "duration", None)),
+                                          preview) if p)
+        item = QListWidgetItem(f"{Path(path).name}{'  (edited)' if edited else ''}\n{details}")
         item.setData(FileIdRole, file_id)
         item.setToolTip(path)
         self._texts[file_id] = f"{path} {transcript.text}".lower()

@@ -26,6 +26,19 @@ FILE_ITEM = "__file__"
 TENTATIVE_COLOR = "#94A3B8"  # dimmer than committed text: these words may still change
 
 
+# A slim scroll bar in the caption panel's own colours: the light default one looked
+# like a stray white box on the dark panel.
+CAPTION_SCROLLBAR = (
+    "QTextBrowser#liveTranscript QScrollBar:vertical { background: #0F172A; width: 8px;"
+    " margin: 2px; border: none; }"
+    "QTextBrowser#liveTranscript QScrollBar::handle:vertical { background: #475569;"
+    " border-radius: 3px; min-height: 24px; }"
+    "QTextBrowser#liveTranscript QScrollBar::add-line:vertical,"
+    " QTextBrowser#liveTranscript QScrollBar::sub-line:vertical { height: 0; border: none; }"
+    "QTextBrowser#liveTranscript QScrollBar::add-page:vertical,"
+    " QTextBrowser#liveTranscript QScrollBar::sub-page:vertical { background: none; }")
+
+
 def level_percent(dbfs: float) -> int:
     """Map -60..0 dBFS onto the meter's 0..100."""
     return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
@@ -50,9 +63,10 @@ class LiveWindow(QWidget):
         self.start_button = QPushButton("Start")
         self.start_button.clicked.connect(self.toggle)
         self.meter = QProgressBar()
+        self.meter.setObjectName("levelMeter")
         self.meter.setRange(0, 100)
         self.meter.setTextVisible(False)
-        self.meter.setMaximumHeight(10)
+        self.meter.setMaximumHeight(6)
         self.meter.setToolTip("Input level")
         self.font_spin = QSpinBox()
         self.font_spin.setRange(8, 72)
@@ -70,7 +84,10 @@ class LiveWindow(QWidget):
         self.save_audio_button.clicked.connect(self.save_audio_dialog)
         self.captions = QTextBrowser()
         self.captions.setObjectName("liveTranscript")
-        self.status = QLabel("Choose a microphone and press Start.")
+        self.captions.setPlaceholderText("Captions appear here as the words are heard.")
+        self.status = QLabel("Choose a microphone and press Start."
+                             if self.device_combo.currentData() != FILE_ITEM else
+                             "No microphone found: press Start to caption an audio file instead.")
         self.status.setWordWrap(True)
 
         top = QHBoxLayout()
@@ -85,9 +102,14 @@ class LiveWindow(QWidget):
         options.addStretch(1)
         options.addWidget(self.save_text_button)
         options.addWidget(self.save_audio_button)
+        level = QHBoxLayout()
+        level_label = QLabel("Level:")
+        level_label.setToolTip("Input level")
+        level.addWidget(level_label)
+        level.addWidget(self.meter, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(self.meter)
+        layout.addLayout(level)
         layout.addWidget(self.captions, 1)
         layout.addLayout(options)
         layout.addWidget(self.status)
@@ -119,8 +141,12 @@ class LiveWindow(QWidget):
             if dev.is_default:
                 self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
         if not devices:
+            # Say so, but leave it unselectable: Start then plays a file, which works.
             self.device_combo.addItem("No microphone found", None)
+            self.device_combo.model().item(0).setEnabled(False)
         self.device_combo.addItem("Audio file (played as a microphone)…", FILE_ITEM)
+        if not devices:
+            self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
 
     def toggle(self):
         if self.source is not None:
@@ -134,18 +160,19 @@ class LiveWindow(QWidget):
                     return
                 from engine.capture import FileSource
 
-                source = FileSource(path)
+                source, label = FileSource(path), Path(path).name
             else:
                 from engine.capture import MicrophoneSource
 
-                source = MicrophoneSource(choice)
+                source, label = MicrophoneSource(choice), ""
         except Exception as exc:
             self.status.setText(f"Cannot open the input: {exc}")
             return
-        self.start_source(source)
+        self.start_source(source, label)
 
-    def start_source(self, source) -> bool:
-        """Start captioning from any engine.capture.AudioSource (tests pass a FileSource)."""
+    def start_source(self, source, label: str = "") -> bool:
+        """Start captioning from any engine.capture.AudioSource (tests pass a FileSource);
+        ``label`` names a file being played, for the status line."""
         if self.source is not None:
             self.stop()
         if not self.client.model_dir:
@@ -165,7 +192,7 @@ class LiveWindow(QWidget):
         self.stream_id = self.client.open_stream(self.settings.get(S.LANGUAGE) or None,
                                                  self.settings.get(S.CONTEXT))
         self.pump.start()
-        self.status.setText("Listening…")
+        self.status.setText(f"Playing {label} as live input…" if label else "Listening…")
         self._update_buttons()
         return True
 
@@ -256,7 +283,7 @@ class LiveWindow(QWidget):
         # Light on dark like TV captions, in both themes: readable over any background.
         self.captions.setStyleSheet(
             f"QTextBrowser#liveTranscript {{ font-size: {size}pt; background-color: #0F172A;"
-            f" color: #F8FAFC; border-radius: 10px; padding: 10px 14px; }}")
+            f" color: #F8FAFC; border-radius: 10px; padding: 10px 14px; }}" + CAPTION_SCROLLBAR)
         self.settings.set(S.LIVE_FONT_SIZE, size)
 
     def set_stay_on_top(self, on: bool):

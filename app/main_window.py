@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QSplitter,
-                               QTabWidget, QToolButton)
+                               QTabWidget, QToolButton, QVBoxLayout, QWidget)
 
 from app import APP_NAME
 from app import settings as S
@@ -40,7 +40,11 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(self.tabs)
         self.splitter.addWidget(self.transcript_view)
         self.splitter.setSizes([640, 540])
-        self.setCentralWidget(self.splitter)
+        central = QWidget()
+        margins = QVBoxLayout(central)  # breathing room: panels do not touch the window edges
+        margins.setContentsMargins(6, 6, 6, 0)
+        margins.addWidget(self.splitter)
+        self.setCentralWidget(central)
         self.live_window = None
         self._selected_id: int | None = None
         self._build_actions()
@@ -191,7 +195,11 @@ class MainWindow(QMainWindow):
         status = {"waiting": "Waiting to start.", "queued": "Starting…",
                   "running": f"Transcribing… {item.progress * 100:.0f}%",
                   "failed": item.error or "Failed.", "cancelled": "Cancelled."}.get(item.state, "")
-        self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status)
+        placeholder = {"failed": "No transcript: this file failed. Press Retry to try again.",
+                       "cancelled": "No transcript: this file was cancelled. Press Retry to "
+                                    "queue it again."}.get(item.state, "")
+        self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status,
+                                             placeholder)
 
     def _show_history_transcript(self, file_id: int):
         record, transcript = self.history.get_file(file_id), self.history.get_transcript(file_id)

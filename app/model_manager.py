@@ -51,7 +51,7 @@ class ModelManagerDialog(QDialog):
     def __init__(self, current_model: str = "", first_run: bool = False, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Models")
-        self.setMinimumSize(780, 420)
+        self.setMinimumSize(820, 360)
         intro = QLabel(
             "<b>Choose a speech model to get started.</b> Download one (it is stored on this "
             "computer and works offline afterwards), or pick a folder that already holds one."
@@ -90,17 +90,17 @@ class ModelManagerDialog(QDialog):
         row = QHBoxLayout()
         for button in (self.download_button, self.cancel_button, self.use_button):
             row.addWidget(button)
-        row.addStretch(1)
         row.addWidget(self.folder_button)
+        row.addStretch(1)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         close.rejected.connect(self.reject)
+        row.addWidget(close)  # one row of buttons, Close at the end of it
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addLayout(row)
-        layout.addWidget(close)
         self.thread: DownloadThread | None = None
         self.select(0)
         self._update_buttons()
@@ -114,9 +114,9 @@ class ModelManagerDialog(QDialog):
             model = item.data(0, MODEL_ROLE)
             dest = default_model_dest(model.repo_id)
             if is_model_dir(dest):
-                state = "in use" if str(dest) == current_model else "downloaded"
+                state = "In use" if str(dest) == current_model else "Downloaded"
             else:
-                state = "not downloaded"
+                state = "Not downloaded"
             item.setText(1, state)
 
     def selected_model(self):

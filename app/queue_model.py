@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
-from PySide6.QtGui import QColor
+
+from app.theme import state_color
 
 COL_NAME, COL_DURATION, COL_LANGUAGE, COL_CONTEXT, COL_STATUS, COL_PROGRESS = range(6)
 HEADERS = ("File", "Length", "Language", "Context", "Status", "Progress")
@@ -81,8 +82,8 @@ class QueueModel(QAbstractTableModel):
                 return item.language or ""
             if col == COL_CONTEXT:
                 return item.context
-        if role == Qt.ItemDataRole.ForegroundRole and col == COL_STATUS and item.state == "failed":
-            return QColor("#dc2626")
+        if role == Qt.ItemDataRole.ForegroundRole and col == COL_STATUS:
+            return state_color(item.state)
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == COL_NAME:
                 return item.path

@@ -13,7 +13,11 @@ from app.queue_model import (COL_CONTEXT, COL_DURATION, COL_LANGUAGE, COL_NAME, 
 
 
 class ProgressDelegate(QStyledItemDelegate):
-    """Draws a progress bar; while running its text says how long is left."""
+    """Draws a progress bar while a file is being transcribed; its text says how long is left.
+
+    Other rows get no bar: the Status column already says "Waiting", "Done" or "Failed",
+    and a column of full green "Done" bars reads as a column of buttons.
+    """
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -22,38 +26,36 @@ class ProgressDelegate(QStyledItemDelegate):
         self._styled_bar = QProgressBar()
         self._styled_bar.setVisible(False)
 
+    def initStyleOption(self, option, index):
+        super().initStyleOption(option, index)
+        option.text = ""  # the bar carries the text; finished rows show none here
+
     def paint(self, painter, option, index):
         item = index.data(ItemRole)
-        if item is None:
-            return super().paint(painter, option, index)
+        super().paint(painter, option, index)  # background, alternate colour, selection
+        if item is None or item.state not in IN_FLIGHT:
+            return
         bar = QStyleOptionProgressBar()
         bar.rect = QRect(option.rect).adjusted(4, 4, -4, -4)
         bar.minimum, bar.maximum = 0, 1000
-        bar.progress = 1000 if item.state in ("done", "failed") else int(round(item.progress * 1000))
+        bar.progress = int(round(item.progress * 1000))
         bar.textVisible = True
         bar.text = progress_text(item)
         bar.textAlignment = Qt.AlignmentFlag.AlignCenter
         bar.state = option.state | QStyle.StateFlag.State_Horizontal
         bar.palette = option.palette
-        self._styled_bar.setProperty("state", {"done": "done", "failed": "error",
-                                               "cancelled": "paused"}.get(item.state, ""))
-        self._styled_bar.style().unpolish(self._styled_bar)
-        self._styled_bar.style().polish(self._styled_bar)
         style = self._styled_bar.style() or QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, self._styled_bar)
 
 
 def progress_text(item) -> str:
-    if item.state == "done":
-        return "Done"
-    if item.state == "failed":
-        return "Failed"
-    if item.state == "cancelled":
-        return "Cancelled"
-    if item.state == "waiting":
-        return "Waiting"
+    """The progress cell's text: only files being transcribed have one."""
+    if item.state == "queued":
+        return "Starting…"
+    if item.state != "running":
+        return ""
     percent = f"{item.progress * 100:.0f}%"
-    if item.state == "running" and item.eta >= 1.0:  # "0:00 left" would say nothing
+    if item.eta >= 1.0:  # "0:00 left" would say nothing
         return f"{percent} · {format_duration(item.eta)} left"
     return percent
 
@@ -127,7 +129,10 @@ class QueuePanel(QWidget):
         hint = QLabel("Drop audio or video files or folders here\n\nor press Ctrl+O to add files")
         hint.setObjectName("dropHint")
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        # On palette(base), like the table it stands in for: on the tab page's own grey the
+        # dashed border all but vanished in the dark scheme.
         hint.setStyleSheet("color: palette(placeholder-text); font-size: 14pt;"
+                           "background-color: palette(base);"
                            "border: 2px dashed palette(mid); border-radius: 12px;")
         self.stack = QStackedWidget()
         self.stack.addWidget(hint)

@@ -3,15 +3,26 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
                                QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+                               QPushButton, QSizePolicy, QSpinBox, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from app import settings as S
 from app.languages import fill_language_combo
 from app.settings import Settings
 
 
+def _form_page() -> tuple[QWidget, QFormLayout]:
+    """A settings page whose text fields fill the row while numbers and choices keep
+    their natural width (a 400-pixel box around "42" looks broken)."""
+    page, form = QWidget(), QFormLayout()
+    form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+    page.setLayout(form)
+    return page, form
+
+
 def _folder_row(edit: QLineEdit, title: str, parent) -> QWidget:
     row = QWidget()
+    row.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
     layout = QHBoxLayout(row)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.addWidget(edit, 1)
@@ -50,8 +61,7 @@ class SettingsDialog(QDialog):
         self.load()
 
     def _model_tab(self):
-        page, form = QWidget(), QFormLayout()
-        page.setLayout(form)
+        page, form = _form_page()
         self.model_edit = QLineEdit()
         self.model_edit.setPlaceholderText("Folder of a Qwen3-ASR model (use Models… to download)")
         self.aligner_edit = QLineEdit()
@@ -60,6 +70,8 @@ class SettingsDialog(QDialog):
         self.device_combo.addItems(S.DEVICES)
         self.dtype_combo = QComboBox()
         self.dtype_combo.addItems(S.DTYPES)
+        for combo in (self.device_combo, self.dtype_combo):
+            combo.setMinimumWidth(160)
         form.addRow("Speech model:", _folder_row(self.model_edit, "Choose a model folder", self))
         form.addRow("Word aligner:", _folder_row(self.aligner_edit, "Choose an aligner folder", self))
         form.addRow("Device:", self.device_combo)
@@ -68,14 +80,15 @@ class SettingsDialog(QDialog):
         return page
 
     def _transcription_tab(self):
-        page, form = QWidget(), QFormLayout()
-        page.setLayout(form)
+        page, form = _form_page()
         self.language_combo = QComboBox()
         self.context_edit = QLineEdit()
         self.context_edit.setPlaceholderText("Names, terms or a topic that help recognition")
         self.words_check = QCheckBox("Word timestamps (needs the aligner)")
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 64)
+        self.parallel_spin.setToolTip("How many queued files are transcribed together")
+        self.parallel_spin.setMinimumWidth(100)
         form.addRow("Default language:", self.language_combo)
         form.addRow("Default context:", self.context_edit)
         form.addRow("", self.words_check)
@@ -83,8 +96,7 @@ class SettingsDialog(QDialog):
         return page
 
     def _subtitles_tab(self):
-        page, form = QWidget(), QFormLayout()
-        page.setLayout(form)
+        page, form = _form_page()
         self.line_chars_spin = QSpinBox()
         self.line_chars_spin.setRange(10, 200)
         self.lines_spin = QSpinBox()
@@ -95,6 +107,9 @@ class SettingsDialog(QDialog):
             spin.setDecimals(2)
             spin.setSingleStep(0.1)
             spin.setSuffix(" s")
+        for spin in (self.line_chars_spin, self.lines_spin, self.min_dur_spin, self.max_dur_spin,
+                     self.gap_spin):
+            spin.setMinimumWidth(100)
         form.addRow("Characters per line:", self.line_chars_spin)
         form.addRow("Lines per cue:", self.lines_spin)
         form.addRow("Shortest cue:", self.min_dur_spin)
@@ -103,8 +118,7 @@ class SettingsDialog(QDialog):
         return page
 
     def _export_tab(self):
-        page, form = QWidget(), QFormLayout()
-        page.setLayout(form)
+        page, form = _form_page()
         self.export_dir_edit = QLineEdit()
         self.export_dir_edit.setPlaceholderText("Next to each audio file")
         self.template_edit = QLineEdit()
@@ -116,8 +130,7 @@ class SettingsDialog(QDialog):
         return page
 
     def _appearance_tab(self):
-        page, form = QWidget(), QFormLayout()
-        page.setLayout(form)
+        page, form = _form_page()
         self.theme_combo = QComboBox()
         for value, label in (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")):
             self.theme_combo.addItem(label, value)

@@ -11,6 +11,8 @@ from app.transcript_model import PlayingWordRole, SearchRole, WordSpansRole
 
 PADDING = 6     # left/right, like the default item text margin
 PADDING_Y = 2   # top/bottom: keeps the text's first line level with the time column
+SEARCH_BACKGROUND = "#fde047"  # marker yellow: readable on any row, selected or not
+SEARCH_FOREGROUND = "#111111"
 
 
 class SegmentTextDelegate(QStyledItemDelegate):
@@ -30,30 +32,32 @@ class SegmentTextDelegate(QStyledItemDelegate):
         doc.setPlainText(index.data(Qt.ItemDataRole.DisplayRole) or "")
         doc.setTextWidth(max(20, width - 2 * PADDING))
         text = doc.toPlainText()
+        playing = index.data(PlayingWordRole)
+        highlight = option.palette.color(QPalette.ColorRole.Highlight)
+        if playing == -2:  # the row plays but no word is timed: tint the whole text
+            tint = QColor(highlight)
+            tint.setAlpha(60)
+            fmt = QTextCharFormat()
+            fmt.setBackground(tint)
+            _format_range(doc, 0, len(text), fmt)
+        # Search matches go over the row tint (else a playing row hides what was searched
+        # for); the playing word goes over both, as it is what the listener follows.
         search = index.data(SearchRole) or ""
         if search:
             fmt = QTextCharFormat()
-            fmt.setBackground(QColor("#fde047"))
-            fmt.setForeground(QColor("#111111"))
+            fmt.setBackground(QColor(SEARCH_BACKGROUND))
+            fmt.setForeground(QColor(SEARCH_FOREGROUND))
             lowered, needle, at = text.lower(), search.lower(), 0
             while (at := lowered.find(needle, at)) >= 0:
                 _format_range(doc, at, at + len(needle), fmt)
                 at += len(needle)
-        playing = index.data(PlayingWordRole)
-        if playing is not None and playing != -1:
+        if playing is not None and playing >= 0:
             fmt = QTextCharFormat()
-            fmt.setBackground(option.palette.color(QPalette.ColorRole.Highlight))
+            fmt.setBackground(highlight)
             fmt.setForeground(option.palette.color(QPalette.ColorRole.HighlightedText))
-            if playing == -2:  # the row plays but no word is timed: tint the whole text
-                tint = option.palette.color(QPalette.ColorRole.Highlight)
-                tint.setAlpha(60)
-                fmt = QTextCharFormat()
-                fmt.setBackground(tint)
-                _format_range(doc, 0, len(text), fmt)
-            else:
-                for span in index.data(WordSpansRole) or []:
-                    if span.index == playing:
-                        _format_range(doc, span.start, span.end, fmt)
+            for span in index.data(WordSpansRole) or []:
+                if span.index == playing:
+                    _format_range(doc, span.start, span.end, fmt)
         return doc
 
     def paint(self, painter, option, index):

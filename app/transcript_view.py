@@ -1,10 +1,10 @@
 """The selected file's transcript: segments with times, search, editing, playback."""
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QPushButton, QTableView, QVBoxLayout, QWidget)
+                               QPushButton, QStackedWidget, QTableView, QVBoxLayout, QWidget)
 
 from app.player import Player
 from app.queue_model import format_duration
@@ -42,6 +42,10 @@ class SegmentTable(QTableView):
         self._relayout.start()
 
 
+NO_SELECTION = "Select a file in the queue or in History to see its transcript here."
+NOT_YET = "The transcript appears here when the file is done."
+
+
 class TranscriptView(QWidget):
     segment_edited = Signal(int, int, str)  # file id, segment index, text
 
@@ -51,7 +55,7 @@ class TranscriptView(QWidget):
         self.model.segment_edited.connect(self.segment_edited)
         self.player = player or Player(self)
         self.source_path = ""
-        self.title = QLabel("Select a file to see its transcript")
+        self.title = QLabel("Transcript")
         self.title.setObjectName("transcriptTitle")
         self.title.setStyleSheet("font-size: 13pt; font-weight: 600;")
         self.details = QLabel("")
@@ -70,6 +74,18 @@ class TranscriptView(QWidget):
         self.table = SegmentTable(self.model)
         self.table.text_delegate.word_clicked.connect(self._word_clicked)
         self.table.clicked.connect(self._cell_clicked)
+        # Shown instead of an empty table while there is no transcript to show.
+        self.placeholder = QLabel(NO_SELECTION)
+        self.placeholder.setObjectName("transcriptPlaceholder")
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setMargin(24)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 12pt;"
+                                       "background-color: palette(base);"
+                                       "border: 1px solid palette(mid); border-radius: 6px;")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.table)
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: palette(placeholder-text);")
@@ -84,7 +100,7 @@ class TranscriptView(QWidget):
         layout.addWidget(self.title)
         layout.addWidget(self.details)
         layout.addLayout(top)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self.stack, 1)
         layout.addWidget(self.message)
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
 
@@ -101,25 +117,29 @@ class TranscriptView(QWidget):
 
     # -- content -----------------------------------------------------------------
     def show_transcript(self, file_id, transcript, source_path: str, title: str = "",
-                        status: str = "") -> None:
-        """Show ``transcript`` (None: show ``status`` instead, e.g. 'Transcribing… 40%')."""
+                        status: str = "", placeholder: str = "") -> None:
+        """Show ``transcript`` (None: show ``status`` instead, e.g. 'Transcribing… 40%', and
+        ``placeholder`` where the segments would be)."""
         if self.player.playing:
             self.player.stop()
         self.source_path = source_path
         self.model.set_transcript(file_id, transcript)
-        self.title.setText(title or "Select a file to see its transcript")
+        self.title.setText(title or "Transcript")
         if transcript is None:
             self.details.setText(status)
             self.message.setText("")
+            self.placeholder.setText(placeholder or (NOT_YET if title else NO_SELECTION))
         else:
             count = len(transcript.segments)
-            parts = [transcript.language or "language unknown", format_duration(transcript.duration),
+            parts = [transcript.language or "Language not detected", format_duration(transcript.duration),
                      f"{count} segment{'s' if count != 1 else ''}"]
             self.details.setText(" · ".join(p for p in parts if p))
             notes = [transcript.words_note] if transcript.words_note else []
             if not self.player.available:
                 notes.append(self.player.unavailable_reason)
             self.message.setText("\n".join(notes))
+        self.stack.setCurrentWidget(self.table if transcript is not None else self.placeholder)
+        self.search.setEnabled(transcript is not None)
         self.play_button.setEnabled(transcript is not None and self.player.available)
         self._search(self.search.text())
 

@@ -330,3 +330,138 @@ def test_live_window_tentative_is_lighter(client, qtbot):
     html = live.captions.toHtml()
     assert "Hello there." in html and "and then" in html
     assert TENTATIVE_COLOR.lower() in html.lower() and "italic" in html
+
+
+def test_search_match_stays_marked_on_a_playing_row(qtbot):
+    """A row that plays without word times is tinted; the searched-for text stays yellow."""
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from app.transcript_delegate import SEARCH_BACKGROUND
+    from app.transcript_view import TranscriptView
+
+    view = TranscriptView(player=StubPlayer())
+    qtbot.addWidget(view)
+    view.show_transcript(1, Transcript("alpha beta", "English", 2.0, [Segment(0.0, 2.0, "alpha beta")]),
+                         "/a.wav", "a.wav")
+    view.search.setText("beta")
+    view.model.set_playhead(0.5)
+    index = view.model.index(0, 1)
+    option = QStyleOptionViewItem()
+    option.font, option.palette = view.table.font(), view.table.palette()
+    doc = view.table.text_delegate._document(option, index, 400)
+
+    def background(at):
+        cursor = QTextCursor(doc)
+        cursor.setPosition(at + 1)
+        return cursor.charFormat().background().color().name()
+
+    assert background("alpha beta".index("beta")) == SEARCH_BACKGROUND
+    assert background(0) != SEARCH_BACKGROUND  # the rest has only the playing tint
+
+
+def test_transcript_pane_says_why_it_is_empty(qtbot):
+    from app.transcript_view import TranscriptView
+
+    view = TranscriptView(player=StubPlayer())
+    qtbot.addWidget(view)
+    assert view.stack.currentWidget() is view.placeholder
+    assert "Select a file" in view.placeholder.text() and not view.search.isEnabled()
+    view.show_transcript(2, None, "/b.wav", "b.wav", "Transcribing… 40%")
+    assert view.stack.currentWidget() is view.placeholder
+    assert "when the file is done" in view.placeholder.text()
+    assert view.details.text() == "Transcribing… 40%"
+    view.show_transcript(2, Transcript("hi", "", 1.0, [Segment(0.0, 1.0, "hi")]), "/b.wav", "b.wav")
+    assert view.stack.currentWidget() is view.table and view.search.isEnabled()
+    assert view.details.text().startswith("Language not detected")
+
+
+def test_failed_file_pane_points_to_retry(window, qtbot):
+    window.queue.model.add(QueueItem(998, "/bad.wav", state="failed", error="Cannot decode /bad.wav"))
+    window.queue_panel.table.selectRow(0)
+    view = window.transcript_view
+    assert view.details.text() == "Cannot decode /bad.wav"
+    assert "Retry" in view.placeholder.text()
+
+
+def test_only_files_in_flight_get_a_progress_bar_text(qtbot):
+    from app.queue_view import progress_text
+
+    running = QueueItem(1, "/a.wav", state="running", progress=0.4, eta=75.0)
+    assert progress_text(running) == "40% · 1:15 left"
+    assert progress_text(QueueItem(2, "/b.wav", state="queued")) == "Starting…"
+    for state in ("waiting", "done", "failed", "cancelled"):  # the Status column says these
+        assert progress_text(QueueItem(3, "/c.wav", state=state)) == ""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_finished_states_are_coloured_readably(qapp, theme):
+    from PySide6.QtGui import QColor
+
+    from app.queue_model import COL_STATUS
+    from app.theme import apply_theme, dark_palette
+
+    apply_theme(qapp, theme)
+    try:
+        model = QueueModel()
+        base = dark_palette().color(dark_palette().ColorRole.Base) if theme == "dark" else QColor("white")
+        for job, state in enumerate(("done", "failed", "cancelled")):
+            model.add(QueueItem(job, "/a.wav", state=state))
+            color = model.data(model.index(job, COL_STATUS), Qt.ItemDataRole.ForegroundRole)
+            assert color is not None and _contrast(color, base) >= 4.5, (theme, state, color.name())
+        model.add(QueueItem(9, "/b.wav", state="running"))
+        assert model.data(model.index(3, COL_STATUS), Qt.ItemDataRole.ForegroundRole) is None
+    finally:
+        apply_theme(qapp, "light")
+
+
+def _contrast(a, b) -> float:
+    def lum(c):
+        chans = [v / 255 for v in (c.red(), c.green(), c.blue())]
+        chans = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in chans]
+        return 0.2126 * chans[0] + 0.7152 * chans[1] + 0.0722 * chans[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_dark_theme_check_boxes_have_a_visible_box(qtbot, qapp):
+    from PySide6.QtWidgets import QCheckBox
+
+    from app.theme import apply_theme
+
+    apply_theme(qapp, "dark")
+    try:
+        box = QCheckBox("Stay on top")
+        qtbot.addWidget(box)
+        box.show()
+        qtbot.waitExposed(box)
+        image = box.grab().toImage()
+        window = box.palette().color(box.palette().ColorRole.Window)
+        left_edge = [image.pixelColor(x, image.height() // 2) for x in range(0, 6)]
+        assert max(c.lightness() for c in left_edge) > window.lightness() + 40
+    finally:
+        apply_theme(qapp, "light")
+
+
+def test_live_window_without_microphone_offers_a_file(client, qtbot, monkeypatch):
+    import engine.capture
+
+    from app.live_window import FILE_ITEM, LiveWindow
+
+    monkeypatch.setattr(engine.capture, "list_input_devices", lambda: [])
+    live = LiveWindow(client, Settings())
+    qtbot.addWidget(live)
+    assert live.device_combo.currentData() == FILE_ITEM
+    assert not live.device_combo.model().item(0).isEnabled()  # "No microphone found"
+    assert "No microphone found" in live.status.text()
+
+
+def test_history_rows_show_length_and_never_scroll_sideways(qtbot):
+    from app.history_panel import HistoryPanel
+
+    panel = HistoryPanel()
+    qtbot.addWidget(panel)
+    panel.add(4, "/talks/long.wav", 1_700_000_000.0, Transcript("word " * 200, "English", 125.0, []))
+    text = panel.list.item(0).text()
+    assert text.startswith("long.wav\n") and " · 2:05 · word word" in text and text.endswith("…")
+    assert panel.list.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff
