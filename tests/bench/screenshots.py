@@ -5,8 +5,9 @@
 Starts ``Xvfb :99`` when no DISPLAY is set, drops two files on the main
 window (spoken with espeak-ng when none are given), waits for their
 transcripts, opens the live-captions window fed from a WAV through
-FileSource, and saves PNGs of: the queue, the transcript view, the live
-window, the settings dialog and the model manager. Each shot is the whole
+FileSource, and saves PNGs of: the empty window, the queue, the transcript
+view (plain and searched), the history, the live window (idle, captioning,
+stopped), every settings tab, the model manager and the about box. Each shot is the whole
 X screen (``import -window root``), so it shows what a user would see,
 window decorations aside; without ImageMagick it falls back to Qt's grab().
 """
@@ -138,6 +139,7 @@ def take_screenshots(args, work: Path) -> int:
     window.show()
     window.start()
     shooter.wait(lambda: client.model_dir != "", what="the model to load")
+    shooter.shot("0-main-empty", window)
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(f)) for f in files])
     window.dropEvent(QDropEvent(QPointF(20, 20), Qt.DropAction.CopyAction, mime,
@@ -155,35 +157,49 @@ def take_screenshots(args, work: Path) -> int:
     window.transcript_view.model.set_playhead(0.5)
     shooter.shot("3-transcript-search", window)
     window.transcript_view.search.clear()
+    window.transcript_view.model.set_playhead(None)
+    window.tabs.setCurrentWidget(window.history_panel)
+    window.history_panel.list.setCurrentRow(0)
+    shooter.shot("4-history", window)
+    window.tabs.setCurrentWidget(window.queue_panel)
 
     from engine.capture import FileSource
 
     live = window.open_live_window()
     live.move(120, 160)
     live.record_check.setChecked(False)
+    shooter.shot("5-live-window-idle", live)
     try:
-        live.start_source(FileSource(str(files[0]), speed=2.0))
-        shooter.settle(2.0)
+        # The long file, so the shot shows committed lines and a tentative tail together.
+        live.start_source(FileSource(str(files[-1]), speed=2.0), files[-1].name)
+        try:
+            shooter.wait(lambda: live.committed and live.tentative, timeout=30,
+                         what="committed and tentative live text")
+        except TimeoutError as exc:
+            print(f"note: {exc}")
     except Exception as exc:  # the engine's streaming may be missing: still show the window
         live.status.setText(f"Live captions unavailable: {exc}")
-    shooter.shot("4-live-window", live)
+    shooter.shot("6-live-window", live)
     if live.source is not None:
-        shooter.wait(lambda: live.source is None and live.stream_id is None, timeout=60,
-                     what="the live stream")
-    shooter.shot("5-live-window-finished", live)
+        live.stop()
+    shooter.wait(lambda: live.stream_id is None, timeout=60, what="the live stream")
+    shooter.shot("7-live-window-finished", live)
     live.close()
 
     settings_dialog = _open_settings(window)
     settings_dialog.move(200, 120)
-    shooter.shot("6-settings", settings_dialog)
+    for tab in range(settings_dialog.tabs.count()):
+        settings_dialog.tabs.setCurrentIndex(tab)
+        name = settings_dialog.tabs.tabText(tab).lower()
+        shooter.shot(f"8-settings-{tab + 1}-{name}", settings_dialog)
     settings_dialog.reject()
     manager = window.open_model_manager(first_run=True)
     manager.move(220, 140)
-    shooter.shot("7-model-manager", manager)
+    shooter.shot("9-model-manager", manager)
     manager.reject()
     about = window.open_about()
     about.move(300, 200)
-    shooter.shot("8-about", about)
+    shooter.shot("10-about", about)
     about.reject()
     window.close()
     client.shutdown()
