@@ -264,7 +264,12 @@ def _open_with_pyav(path: Path):
     try:
         return av.open(str(path), mode="r")
     except Exception as exc:  # FFmpeg reports bad input through many exception types
-        raise AudioLoadError(path, f"{_NOT_AUDIO} ({exc})") from exc
+        raise AudioLoadError(path, f"{_NOT_AUDIO} ({_ffmpeg_reason(exc)})") from exc
+
+
+def _ffmpeg_reason(exc: Exception) -> str:
+    """FFmpeg's own words for a failure, without the errno and the repeated path PyAV adds."""
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def _pyav_header(path: Path) -> tuple[int, int, str, str, float | None]:
@@ -288,7 +293,7 @@ def _pyav_header(path: Path) -> tuple[int, int, str, str, float | None]:
         except AudioLoadError:
             raise
         except Exception as exc:  # damaged headers surface as assorted attribute errors
-            raise AudioLoadError(path, f"{_NOT_AUDIO} ({exc})") from exc
+            raise AudioLoadError(path, f"{_NOT_AUDIO} ({_ffmpeg_reason(exc)})") from exc
 
 
 def _pyav_native_blocks(path: Path, block_seconds: float) -> Iterator[tuple[int, np.ndarray]]:
@@ -310,7 +315,7 @@ def _pyav_native_blocks(path: Path, block_seconds: float) -> Iterator[tuple[int,
             except Exception as exc:  # demuxer gave up: a truncated tail keeps what came before
                 if produced or pending_len:
                     break
-                raise AudioLoadError(path, f"{_NOT_AUDIO} ({exc})") from exc
+                raise AudioLoadError(path, f"{_NOT_AUDIO} ({_ffmpeg_reason(exc)})") from exc
             try:
                 frames = packet.decode()
                 if converter is None and frames:
