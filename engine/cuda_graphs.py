@@ -50,8 +50,8 @@ class CudaGraphRunner:
     @torch.no_grad()
     def _capture(self, tokens: int, rows: int) -> _Graph:
         dec = self.net.config.decoder
-        g = _Graph(tokens, rows, self.max_blocks, dec.hidden_size, self.net.language_model.embed_tokens.weight.dtype,
-                   self.net.language_model.embed_tokens.weight.device)
+        embed = self.net.language_model.embed_tokens.weight   # the head may be packed; the embedding never is
+        g = _Graph(tokens, rows, self.max_blocks, dec.hidden_size, embed.dtype, embed.device)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
