@@ -32,6 +32,7 @@ class StepMetadata:
     context_lens: list[int]          # tokens of each row in the cache after this step
     block_tables: list[list[int]]    # cache blocks of each row
     tensors: object = None           # flash.AttentionTensors on CUDA with flash-attn, else None
+    plan: list | None = None         # the torch path's per-row attention plan, built on first use
 
     @property
     def query_starts(self) -> list[int]:
@@ -49,17 +50,47 @@ def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype) -> tupl
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def _row_kv(keys: torch.Tensor, values: torch.Tensor, table: list[int], ctx: int, block_size: int):
-    """A row's keys and values [1, kv_heads, ctx, hd] from head-major cache views
-    [blocks, kv_heads, block_size, hd]: a view when they sit in one block."""
-    if ctx <= block_size:
-        b = table[0]
-        return keys[b:b + 1, :, :ctx], values[b:b + 1, :, :ctx]
-    n_blocks = -(-ctx // block_size)
-    idx = torch.tensor(table[:n_blocks], device=keys.device)
-    k = keys.index_select(0, idx).transpose(0, 1).flatten(1, 2)[None, :, :ctx]
-    v = values.index_select(0, idx).transpose(0, 1).flatten(1, 2)[None, :, :ctx]
-    return k, v
+@dataclass
+class _RowAttention:
+    """One row's attention plan, built once per step and reused by every layer."""
+
+    start: int                       # first query token in the flat batch
+    n: int                           # query tokens
+    ctx: int                         # cached tokens it attends over
+    block: int                       # its cache block, when the context sits in one block
+    blocks: torch.Tensor | None      # [n_blocks] block ids to gather otherwise
+    mask: torch.Tensor | None        # [n, ctx] for a chunk of a longer prompt
+    causal: bool
+
+
+def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAttention]:
+    """Per-row views and masks of a step; cached on ``meta`` (the same for all layers)."""
+    if meta.plan is not None:
+        return meta.plan
+    plan = []
+    for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
+        if n == 0:
+            continue
+        blocks = None if ctx <= block_size else torch.tensor(table[:-(-ctx // block_size)], device=device)
+        mask = None
+        if 1 < n < ctx:  # a chunk of a longer prompt: query i sits at position ctx - n + i
+            qpos = torch.arange(ctx - n, ctx, device=device)[:, None]
+            mask = torch.arange(ctx, device=device)[None, :] <= qpos
+        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx))
+    meta.plan = plan
+    return plan
+
+
+def _row_kv(cache: torch.Tensor, heads_view: torch.Tensor, row: _RowAttention) -> torch.Tensor:
+    """A row's keys or values [1, kv_heads, ctx, hd]: a view when they sit in one block.
+
+    cache: [blocks, block_size, kv_heads, hd]; heads_view: its [blocks, kv_heads, block_size, hd] view."""
+    if row.blocks is None:   # one as_strided instead of two slices: this runs for every row of every layer
+        stride = heads_view.stride()
+        _, kv_heads, _, hd = heads_view.shape
+        return heads_view.as_strided((1, kv_heads, row.ctx, hd), stride,
+                                     heads_view.storage_offset() + row.block * stride[0])
+    return cache.index_select(0, row.blocks).flatten(0, 1)[:row.ctx].transpose(0, 1)[None]
 
 
 def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
@@ -71,25 +102,16 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
     step runs this for every row of every layer.
     """
     tokens, heads, hd = q.shape
-    block_size = cache_k.shape[1]
+    plan = attention_plan(meta, cache_k.shape[1], q.device)
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
-    q_heads = q.transpose(0, 1)                                        # [heads, tokens, hd]
+    q_heads = q.transpose(0, 1)[None]                                  # [1, heads, tokens, hd]
     outs, filled = [], 0
-    for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
-        if n == 0:
-            continue
-        kr, vr = _row_kv(keys, values, table, ctx, block_size)
-        qr = q_heads[None, :, start:start + n]                         # [1, heads, n, hd]
-        if n == 1:
-            mask, causal = None, False
-        elif n == ctx:
-            mask, causal = None, True
-        else:  # a chunk of a longer prompt: query i sits at position ctx - n + i
-            qpos = torch.arange(ctx - n, ctx, device=q.device)[:, None]
-            mask, causal = torch.arange(ctx, device=q.device)[None, :] <= qpos, False
-        o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, is_causal=causal, enable_gqa=True)
-        outs.append(o[0].transpose(0, 1))                              # [n, heads, hd]
-        filled = start + n
+    for row in plan:
+        o = F.scaled_dot_product_attention(q_heads.narrow(2, row.start, row.n), _row_kv(cache_k, keys, row),
+                                           _row_kv(cache_v, values, row), attn_mask=row.mask,
+                                           is_causal=row.causal, enable_gqa=True)
+        outs.append(o.view(1, heads, hd) if row.n == 1 else o[0].transpose(0, 1))   # [n, heads, hd]
+        filled = row.start + row.n
     if filled < tokens or not outs:   # padding tokens of a bucket: attended by nobody, output zero
         outs.append(q.new_zeros(tokens - filled, heads, hd))
     return torch.cat(outs).view(tokens, heads * hd)

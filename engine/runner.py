@@ -157,8 +157,9 @@ class ModelRunner:
             self._score_alignment(rows, inputs, hidden, timestamp_token_id)
         next_tokens: dict[int, int] = {}
         if asr:
-            # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy.
-            for i, token in zip(asr, logits.float().argmax(dim=-1).tolist()):
+            # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
+            # max returns the first maximal index like argmax, in half its time on CPU.
+            for i, token in zip(asr, logits.float().max(dim=-1).indices.tolist()):
                 next_tokens[inputs.sample_rows[i].request.id] = token
         return next_tokens
 
