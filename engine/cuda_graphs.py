@@ -3,15 +3,16 @@
 A bucket is a padded token count (decode-only steps: one token per row; mixed
 steps: packed tokens of all rows) plus a padded row count. The graph covers the
 decoder layers and the LM head at the sampling rows; embedding lookup and the
-audio splice run eagerly before it. Needs flash-attn (attention whose metadata
-lives in tensors); without it the runner stays eager.
+audio splice run eagerly before it. Needs an attention whose metadata lives in
+device tensors (flash-attn or the Triton paged kernel); with the torch path the
+runner stays eager.
 """
 from __future__ import annotations
 
 import torch
 
 from .decoder import StepMetadata, decoder_forward
-from .flash import AttentionTensors, flash_paged_attention
+from .flash import AttentionTensors
 
 
 class _Graph:
@@ -31,8 +32,9 @@ class _Graph:
 class CudaGraphRunner:
     """Replays captured step graphs; ``run`` returns logits at the sampling rows."""
 
-    def __init__(self, net, cache, *, max_blocks: int, max_query_len: int, max_context_len: int):
+    def __init__(self, net, cache, attention, *, max_blocks: int, max_query_len: int, max_context_len: int):
         self.net, self.cache = net, cache
+        self.attention = attention          # flash or Triton paged attention: reads StepMetadata.tensors
         self.max_blocks = max_blocks
         self.max_query_len, self.max_context_len = max_query_len, max_context_len
         self.graphs: dict[tuple[int, int], _Graph] = {}
@@ -44,7 +46,7 @@ class CudaGraphRunner:
                             block_tables=[], tensors=tensors)
 
     def _forward(self, g: _Graph) -> torch.Tensor:
-        hidden = decoder_forward(self.net, self.cache, g.embeds, self._meta(g), attention=flash_paged_attention)
+        hidden = decoder_forward(self.net, self.cache, g.embeds, self._meta(g), attention=self.attention)
         return self.net.head(hidden.index_select(0, g.sample_index))
 
     @torch.no_grad()

@@ -31,7 +31,7 @@ class StepMetadata:
     query_lens: list[int]            # tokens of each row in this step
     context_lens: list[int]          # tokens of each row in the cache after this step
     block_tables: list[list[int]]    # cache blocks of each row
-    tensors: object = None           # flash.AttentionTensors on CUDA with flash-attn, else None
+    tensors: object = None           # flash.AttentionTensors for the flash and triton backends, else None
     plan: list | None = None         # the torch path's per-row attention plan, built on first use
 
     @property

@@ -21,10 +21,6 @@ def flash_attn_installed() -> bool:
     return True
 
 
-def use_flash(device: torch.device) -> bool:
-    return device.type == "cuda" and flash_attn_installed()
-
-
 @dataclass
 class AttentionTensors:
     """Per-step attention metadata as device tensors, padded to ``rows`` rows."""

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import StepMetadata, decoder_forward, paged_attention
+from .attention import attention_backend, attention_function
+from .decoder import StepMetadata, decoder_forward
 from .encoder import encode_audio
-from .flash import attention_tensors, flash_paged_attention, use_flash
+from .flash import attention_tensors
 from .kv_cache import KVCache
 from .modules import Qwen3ASRNetwork
 from .scheduler import ScheduledRow
@@ -45,7 +46,7 @@ class StepInputs:
 
 def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None,
                       attention_rows: int | None = None) -> StepInputs:
-    """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash-attn)."""
+    """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash, triton)."""
     ids, positions, slots, dst, src, sample_index, sample_rows = [], [], [], [], [], [], []
     for row in rows:
         req, offset = row.request, len(ids)
@@ -92,21 +93,23 @@ class ModelRunner:
     """Owns the network and the KV cache; turns scheduled rows into next tokens."""
 
     def __init__(self, net: Qwen3ASRNetwork, cache: KVCache, device: torch.device, *, pad_buckets: bool = False,
-                 cuda_graphs: bool | None = None):
+                 cuda_graphs: bool | None = None, attention: str | None = None):
         self.net = net
         self.cache = cache
         self.device = device
         self.pad_buckets = pad_buckets
-        self.flash = use_flash(device)
-        self.attention = flash_paged_attention if self.flash else paged_attention
+        self.backend = attention or attention_backend(device, net.language_model.embed_tokens.weight.dtype)
+        self.attention = attention_function(self.backend)
+        self.flash = self.backend == "flash"
+        self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
         self.graphs = None
-        if self.flash and (cuda_graphs if cuda_graphs is not None else True):
+        if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
             from .cuda_graphs import CudaGraphRunner
 
             self.pad_buckets = True
             blocks = -(-MAX_CONTEXT // cache.block_size)
-            self.graphs = CudaGraphRunner(net, cache, max_blocks=blocks, max_query_len=MIXED_BUCKETS[-1],
-                                          max_context_len=blocks * cache.block_size)
+            self.graphs = CudaGraphRunner(net, cache, self.attention, max_blocks=blocks,
+                                          max_query_len=MIXED_BUCKETS[-1], max_context_len=blocks * cache.block_size)
 
     @torch.no_grad()
     def encode_pending(self, rows: list[ScheduledRow]) -> None:
@@ -139,7 +142,7 @@ class ModelRunner:
         return decoder_forward(self.net, self.cache, self.embeddings(inputs), inputs.meta, self.attention)
 
     def step_inputs(self, rows: list[ScheduledRow]) -> StepInputs:
-        rows_bucket = bucket_for(len(rows), ROW_BUCKETS) if self.flash else None
+        rows_bucket = bucket_for(len(rows), ROW_BUCKETS) if self.tensor_metadata else None
         return build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows), rows_bucket)
 
     @torch.no_grad()

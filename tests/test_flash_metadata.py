@@ -1,4 +1,4 @@
-"""The padded attention metadata flash-attn and CUDA graphs use, checked on CPU."""
+"""The padded attention metadata flash-attn, the Triton kernel and CUDA graphs use, and which attention runs where; on CPU."""
 from __future__ import annotations
 
 import pytest
@@ -21,3 +21,20 @@ def test_too_many_rows_or_blocks_is_an_error():
         attention_tensors([1] * 9, [1] * 9, [[0]] * 9, rows=8, max_blocks=2, device="cpu")
     with pytest.raises(ValueError, match="blocks"):
         attention_tensors([1], [1], [[0, 1, 2]], rows=8, max_blocks=2, device="cpu")
+
+
+def test_attention_backend_choice(monkeypatch):
+    import engine.attention as attention
+
+    cuda = torch.device("cuda")
+    assert attention.attention_backend("cpu", torch.bfloat16) == "torch"
+    monkeypatch.setattr(attention, "flash_attn_installed", lambda: True)
+    assert attention.attention_backend(cuda, torch.bfloat16) == "flash"
+    assert attention.attention_backend(cuda, torch.float32) == "torch"   # flash-attn has no float32; parity mode
+    monkeypatch.setattr(attention, "flash_attn_installed", lambda: False)
+    monkeypatch.setattr(attention, "triton_available", lambda device: torch.device(device).type == "cuda")
+    assert attention.attention_backend(cuda, torch.float16) == "triton"
+    monkeypatch.setattr(attention, "triton_available", lambda device: False)
+    assert attention.attention_backend(cuda, torch.bfloat16) == "torch"
+    with pytest.raises(ValueError, match="backend"):
+        attention.attention_function("xformers")

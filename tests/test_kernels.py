@@ -49,7 +49,7 @@ def _import_interpreted(*names):
     return fresh
 
 
-rmsnorm, qkr = _import_interpreted("rmsnorm", "qk_norm_rope")
+rmsnorm, qkr, pattn = _import_interpreted("rmsnorm", "qk_norm_rope", "paged_attention")
 
 from transformers.models.qwen3.configuration_qwen3 import Qwen3Config  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import (  # noqa: E402
@@ -310,3 +310,91 @@ def test_qk_norm_rope_empty_and_bad_layouts():
             case = dict(zip(names, args)) | override
             with pytest.raises(ValueError):
                 call(fn, tuple(case[n] for n in names))
+
+
+# ---------------------------------------------------------------- paged_attention
+
+
+from kernel_inputs import PAGED_ROWS, paged_inputs  # noqa: E402
+
+PAGED_CASES = [
+    pytest.param(heads, head_dim, block_size, dtype, id=f"{heads[0]}x{heads[1]}-{head_dim}-bs{block_size}-{dtype}")
+    for heads in ((4, 2), (4, 4), (8, 1))
+    for head_dim in (16, 64)
+    for block_size in (4, 16)
+    for dtype in DTYPES
+    if dtype == torch.bfloat16 or (head_dim == 16 and block_size == 4)
+]
+
+
+@pytest.mark.parametrize("heads, head_dim, block_size, dtype", PAGED_CASES)
+def test_paged_attention_matches_reference(heads, head_dim, block_size, dtype):
+    args = paged_inputs(PAGED_ROWS, *heads, head_dim, dtype, block_size=block_size, pad_rows=2, seed=head_dim)
+    out = pattn.paged_attention_triton(*args)
+    want = pattn.paged_attention_reference(*args)
+    real = int(args[3][-1])
+    assert out.shape == args[0].shape
+    assert_close(out[:real], want[:real])
+    assert torch.equal(out[real:], torch.zeros_like(out[real:]))   # padding tokens stay zero
+
+
+def test_paged_attention_reference_equals_the_engine_torch_path():
+    from engine.decoder import StepMetadata, paged_attention as engine_attention
+
+    rows = PAGED_ROWS
+    q, k_cache, v_cache, cu_q, cu_k, table = paged_inputs(rows, 4, 2, 32, torch.float32, block_size=16)
+    meta = StepMetadata(positions=torch.zeros(0), slot_mapping=torch.zeros(0), query_lens=[r[0] for r in rows],
+                        context_lens=[r[1] for r in rows],
+                        block_tables=[table[i, :-(-c // 16)].tolist() for i, (_, c) in enumerate(rows)])
+    want = engine_attention(q, k_cache, v_cache, meta).view_as(q)
+    got = pattn.paged_attention_reference(q, k_cache, v_cache, cu_q, cu_k, table)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_paged_attention_is_causal_within_a_chunk():
+    # Changing a key the first query of a chunk cannot see leaves that query's output alone.
+    q, k_cache, v_cache, cu_q, cu_k, table = paged_inputs([(6, 10)], 2, 1, 16, torch.float32)
+    before = pattn.paged_attention_triton(q, k_cache, v_cache, cu_q, cu_k, table)
+    last = int(table[0, 9 // 4]) * 4 + 9 % 4          # slot of position 9, seen by the last query only
+    k_cache.view(-1, 1, 16)[last] += 5
+    after = pattn.paged_attention_triton(q, k_cache, v_cache, cu_q, cu_k, table)
+    assert torch.equal(after[:5], before[:5]) and not torch.equal(after[5], before[5])
+
+
+def test_paged_attention_bad_layouts():
+    args = paged_inputs([(1, 5), (3, 3)], 4, 2, 16, torch.float32)
+    q, kc, vc, cu_q, cu_k, table = args
+    bad = [
+        (q.transpose(1, 2).contiguous().transpose(1, 2), kc, vc, cu_q, cu_k, table),   # head_dim strided
+        (q, kc.bfloat16(), vc.bfloat16(), cu_q, cu_k, table),                          # dtype mismatch
+        (q[:, :3], kc, vc, cu_q, cu_k, table),                                          # 3 heads over 2
+        (q, kc, vc, cu_q.long(), cu_k, table),                                          # int64 metadata
+        (q, kc, vc, cu_q[:-1], cu_k, table),                                            # rows disagree
+        (q, kc.transpose(0, 1), vc.transpose(0, 1), cu_q, cu_k, table),                 # cache strided
+    ]
+    for fn in (pattn.paged_attention_triton, pattn.paged_attention_reference):
+        for case in bad:
+            with pytest.raises(ValueError):
+                fn(*case)
+
+
+def test_engine_with_triton_attention_is_token_exact(tiny_model_dir, monkeypatch):
+    # The engine's CUDA path without flash-attn, run on CPU: device-tensor metadata padded to
+    # row and token buckets, mixed and chunked steps, attention through the (interpreted)
+    # Triton kernel. Float32 greedy tokens equal the exact torch path's.
+    import engine
+    import engine.attention
+    from engine.runner import ModelRunner
+    from test_engine_parity import clip
+
+    calls = []
+    monkeypatch.setattr(engine.attention, "paged_attention_kernel",
+                        lambda *a: calls.append(a[3].numel() - 1) or pattn.paged_attention_triton(*a))
+    clips = [clip(s, 300 + i) for i, s in enumerate([0.4, 3.0, 9.5, 1.2])]
+    caps = dict(max_batch_size=3, max_prefill_rows=2, max_step_tokens=48)
+    want = engine.load(tiny_model_dir, **caps).generate(clips, max_new_tokens=10)
+    eng = engine.load(tiny_model_dir, **caps)
+    eng.runner = ModelRunner(eng.net, eng.cache, eng.torch_device, pad_buckets=True, attention="triton")
+    assert eng.runner.tensor_metadata and eng.runner.graphs is None   # graphs are for CUDA only
+    assert eng.generate(clips, max_new_tokens=10) == want
+    assert calls and set(calls) <= {8, 16}, "rows are padded to a row bucket"

@@ -1,7 +1,8 @@
 """CUDA checks for a lent GPU (run by gpu_check.sh; pytest does not collect this file by default).
 
-Graph replay equals eager, flash-attn equals the exact torch path, the Triton kernels
-equal their references on the device, and CUDA float32 keeps token parity with transformers.
+Graph replay equals eager (with flash-attn when installed, else the Triton paged kernel),
+flash-attn and the Triton attention equal the exact torch path, the Triton kernels equal
+their references on the device, and CUDA float32 keeps token parity with transformers.
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def test_cuda_float32_tokens_equal_transformers(model_dir):
 
 def test_graph_replay_equals_eager(model_dir):
     graphs = engine.load(model_dir, device="cuda", dtype="bfloat16")
-    if not graphs.runner.flash:
-        pytest.fail("flash-attn is not installed on this GPU machine (pip install flash-attn)")
+    print(f"attention backend: {graphs.runner.backend}")
+    assert graphs.runner.backend in ("flash", "triton")
     eager = engine.load(model_dir, device="cuda", dtype="bfloat16")
     eager.runner.graphs = None
     assert graphs.runner.graphs is not None
@@ -49,23 +50,38 @@ def test_graph_replay_equals_eager(model_dir):
     assert len(graphs.runner.graphs.graphs) >= 2     # decode and mixed buckets were captured
 
 
-def test_flash_attention_equals_torch_path(model_dir):
-    from engine.decoder import paged_attention
-    from engine.flash import flash_paged_attention
+@pytest.mark.parametrize("backend", ["flash", "triton"])
+def test_attention_backend_equals_torch_path(model_dir, backend):
+    from engine.flash import flash_attn_installed
+    from engine.runner import ModelRunner
 
+    if backend == "flash" and not flash_attn_installed():
+        pytest.skip("flash-attn is not installed on this machine")
     eng = engine.load(model_dir, device="cuda", dtype="bfloat16")
-    eng.runner.graphs = None
+    fast = ModelRunner(eng.net, eng.cache, eng.torch_device, cuda_graphs=False, attention=backend)
+    exact = ModelRunner(eng.net, eng.cache, eng.torch_device, attention="torch")
     reqs = [eng.add_request(eng.make_request(c)) for c in CLIPS[:4]]
     rows = eng.scheduler.schedule()
-    eng.runner.encode_pending(rows)
-    inputs = eng.runner.step_inputs(rows)
-    eng.runner.attention = flash_paged_attention
-    h_flash = eng.runner.hidden_states(inputs).float()
-    eng.runner.attention = paged_attention
-    h_torch = eng.runner.hidden_states(inputs).float()
-    torch.testing.assert_close(h_flash[:inputs.num_tokens], h_torch[:inputs.num_tokens], rtol=3e-2, atol=3e-2)
+    fast.encode_pending(rows)
+    inputs = fast.step_inputs(rows)
+    h_fast = fast.hidden_states(inputs).float()
+    h_exact = exact.hidden_states(inputs).float()
+    torch.testing.assert_close(h_fast[:inputs.num_tokens], h_exact[:inputs.num_tokens], rtol=3e-2, atol=3e-2)
     for r in reqs:
         eng.scheduler.release(r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_paged_attention_kernel_on_device(dtype):
+    from kernel_inputs import PAGED_ROWS, paged_inputs
+    from kernels.paged_attention import paged_attention_reference, paged_attention_triton
+
+    rows = PAGED_ROWS + [(1, 700), (300, 900), (1, 4000)]
+    args = [t.cuda() for t in paged_inputs(rows, 16, 8, 128, dtype, block_size=256, pad_rows=3)]
+    real = int(args[3][-1])
+    out, want = paged_attention_triton(*args), paged_attention_reference(*args)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out[:real], want[:real], rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
