@@ -32,10 +32,12 @@ class _Graph:
 class CudaGraphRunner:
     """Replays captured step graphs; ``run`` returns logits at the sampling rows."""
 
-    def __init__(self, net, cache, attention, *, max_blocks: int, max_query_len: int, max_context_len: int):
+    def __init__(self, net, cache, attention, *, max_blocks: int, max_query_len: int, max_context_len: int,
+                 token_buckets: tuple[int, ...], row_buckets: tuple[int, ...]):
         self.net, self.cache = net, cache
         self.attention = attention          # flash or Triton paged attention: reads StepMetadata.tensors
         self.max_blocks = max_blocks
+        self.token_buckets, self.row_buckets = frozenset(token_buckets), frozenset(row_buckets)
         self.max_query_len, self.max_context_len = max_query_len, max_context_len
         self.graphs: dict[tuple[int, int], _Graph] = {}
         self.pool = None
@@ -65,6 +67,14 @@ class CudaGraphRunner:
             g.logits = self._forward(g)
         self.pool = g.graph.pool()
         return g
+
+    def fits(self, tokens: int, meta: StepMetadata) -> bool:
+        """Whether a step has a bucket's shape. Past the largest buckets (a step over 8192 tokens,
+        a request holding more than MAX_CONTEXT tokens) it runs eagerly: capturing a graph for
+        every odd size would grow without bound, and a wider block table fits no captured one."""
+        t: AttentionTensors = meta.tensors
+        return (tokens in self.token_buckets and t.cu_seqlens_q.numel() - 1 in self.row_buckets
+                and t.block_table.shape[1] == self.max_blocks)
 
     @torch.no_grad()
     def run(self, embeds: torch.Tensor, meta: StepMetadata, sample_index: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,15 @@ def _chunk_features(features: list[torch.Tensor], chunk: int):
 
 def _conv_stack(tower, chunks: torch.Tensor) -> torch.Tensor:
     """[chunks, 1, mels, chunk] -> [chunks, tokens_per_chunk, d_model], with positions added."""
+    if chunks.is_cuda and chunks.dtype == torch.float32:
+        # cuDNN convolves float32 in TF32 by default (about 1e-3 relative error); float32 is
+        # the mode held token-exact to transformers, so it gets true float32 convolutions.
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            return _conv_batches(tower, chunks)
+    return _conv_batches(tower, chunks)
+
+
+def _conv_batches(tower, chunks: torch.Tensor) -> torch.Tensor:
     outs = []
     batch = CONV_BATCH_CHUNKS.get(chunks.device.type, 64)
     for start in range(0, chunks.shape[0], batch):

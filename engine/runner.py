@@ -109,7 +109,8 @@ class ModelRunner:
             self.pad_buckets = True
             blocks = -(-MAX_CONTEXT // cache.block_size)
             self.graphs = CudaGraphRunner(net, cache, self.attention, max_blocks=blocks,
-                                          max_query_len=MIXED_BUCKETS[-1], max_context_len=blocks * cache.block_size)
+                                          max_query_len=MIXED_BUCKETS[-1], max_context_len=blocks * cache.block_size,
+                                          token_buckets=DECODE_BUCKETS + MIXED_BUCKETS, row_buckets=ROW_BUCKETS)
 
     @torch.no_grad()
     def encode_pending(self, rows: list[ScheduledRow]) -> None:
@@ -152,7 +153,8 @@ class ModelRunner:
         inputs = self.step_inputs(rows)
         asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
         has_align = any(r.request.kind == "align" for r in rows)
-        if self.graphs is not None and not has_align and inputs.meta.tensors is not None:
+        if (self.graphs is not None and not has_align and inputs.meta.tensors is not None
+                and self.graphs.fits(inputs.input_ids.numel(), inputs.meta)):
             logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
         else:
             hidden = self.hidden_states(inputs)

@@ -38,3 +38,22 @@ def test_attention_backend_choice(monkeypatch):
     assert attention.attention_backend(cuda, torch.bfloat16) == "torch"
     with pytest.raises(ValueError, match="backend"):
         attention.attention_function("xformers")
+
+
+def test_graphs_replay_only_bucket_shapes():
+    # Past the largest buckets (huge steps, a request longer than MAX_CONTEXT) a step runs
+    # eagerly instead of capturing a graph for its odd shape.
+    from engine.cuda_graphs import CudaGraphRunner
+    from engine.decoder import StepMetadata
+
+    graphs = CudaGraphRunner(None, None, None, max_blocks=4, max_query_len=8, max_context_len=64,
+                             token_buckets=(1, 2, 4, 8), row_buckets=(8, 16))
+
+    def meta(rows, width):
+        tensors = attention_tensors([1] * rows, [5] * rows, [[0]] * rows, rows=rows, max_blocks=width, device="cpu")
+        return StepMetadata(torch.zeros(0), torch.zeros(0), [], [], [], tensors=tensors)
+
+    assert graphs.fits(4, meta(8, 4))
+    assert not graphs.fits(5, meta(8, 4))      # no such token bucket
+    assert not graphs.fits(4, meta(12, 4))     # no such row bucket
+    assert not graphs.fits(4, meta(8, 5))      # a block table wider than the captured one
