@@ -8,7 +8,8 @@ so all do the same useful work. Printed: audio-seconds per second for our engine
 transformers' batched generate (batch 8, padded, as the official package does) and
 transformers one clip at a time; their ratios; and the share of this machine's roofline:
 the time the workload would take at the measured GEMM FLOP/s (encoder and prefill) plus
-one read of the decoder weights at the measured GEMV bandwidth per decode step.
+one read of the decoder weights at the measured GEMV bandwidth per decode step. A last line
+adds what that bound leaves out, the decode steps' reads of the KV cache at the same bandwidth.
 """
 from __future__ import annotations
 
@@ -52,6 +53,22 @@ def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> 
     weight_bytes = (layer_params + dec.hidden_size * dec.vocab_size) * elem
     decode_steps = max(new_tokens) - 1
     return total_flops / flops + decode_steps * weight_bytes / bandwidth
+
+
+def kv_read_seconds(eng, clips, new_tokens, bandwidth: float) -> float:
+    """What the roofline leaves out: every decode step also reads each row's cached keys and
+    values (all requests decoding together from the first step), at the same GEMV bandwidth."""
+    from engine.config import audio_token_count
+    from engine.features import num_frames
+
+    dec = eng.config.decoder
+    elem = torch.empty((), dtype=eng.torch_dtype).element_size()
+    per_token = 2 * dec.layers * dec.kv_heads * dec.head_dim * elem
+    token_steps = 0
+    for clip, n in zip(clips, new_tokens):
+        prompt = audio_token_count(num_frames(len(clip)), eng.config.encoder) + 20
+        token_steps += sum(prompt + k for k in range(1, n))
+    return token_steps * per_token / bandwidth
 
 
 def run_queue(eng, clips, new_tokens) -> int:
@@ -126,6 +143,7 @@ def main():
         print(f"\n== {dtype_name}: GEMM {flops / 1e9:.0f} GFLOP/s, GEMV {bandwidth / 1e9:.1f} GB/s")
         ours, eng, steps = run_ours(model_dir, clips, new_tokens, device, dtype)
         ideal = roofline_seconds(eng, clips, new_tokens, flops, bandwidth)
+        kv = kv_read_seconds(eng, clips, new_tokens, bandwidth)
         del eng
         model, processor = load_transformers(model_dir, device, dtype)
         batched = run_transformers(model, processor, clips, new_tokens, device, batch_size=8)
@@ -140,6 +158,8 @@ def main():
         print(f"ours / transformers batched: {batched / ours:.2f}x" +
               (f";  ours / one by one: {single / ours:.2f}x" if single else ""))
         print(f"roofline time {ideal:.2f} s; our engine ran {steps} steps")
+        print(f"with the decode steps' KV-cache reads (+{kv:.2f} s): {ideal + kv:.2f} s, "
+              f"our share {(ideal + kv) / ours * 100:.1f}%")
 
 
 if __name__ == "__main__":
