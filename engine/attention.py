@@ -18,9 +18,6 @@ from kernels.paged_attention import paged_attention as paged_attention_kernel
 from .decoder import StepMetadata, paged_attention
 from .flash import flash_attn_installed, flash_paged_attention
 
-BACKENDS = ("flash", "triton", "torch")
-
-
 def attention_backend(device: torch.device, dtype: torch.dtype) -> str:
     """The fastest backend that runs here; float32 keeps the exact torch path."""
     device = torch.device(device)
@@ -41,7 +38,9 @@ def triton_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torc
     return out.view(q.shape[0], -1)
 
 
+_FUNCTIONS = {"flash": flash_paged_attention, "triton": triton_paged_attention, "torch": paged_attention}
+
 def attention_function(backend: str):
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}; expected one of {BACKENDS}")
-    return {"flash": flash_paged_attention, "triton": triton_paged_attention, "torch": paged_attention}[backend]
+    if backend not in _FUNCTIONS:
+        raise ValueError(f"unknown attention backend {backend!r}; expected one of {tuple(_FUNCTIONS)}")
+    return _FUNCTIONS[backend]

@@ -100,7 +100,6 @@ class ModelRunner:
         self.pad_buckets = pad_buckets
         self.backend = attention or attention_backend(device, net.language_model.embed_tokens.weight.dtype)
         self.attention = attention_function(self.backend)
-        self.flash = self.backend == "flash"
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
         self.graphs = None
         if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
@@ -153,8 +152,7 @@ class ModelRunner:
         inputs = self.step_inputs(rows)
         asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
         has_align = any(r.request.kind == "align" for r in rows)
-        if (self.graphs is not None and not has_align and inputs.meta.tensors is not None
-                and self.graphs.fits(inputs.input_ids.numel(), inputs.meta)):
+        if self.graphs is not None and not has_align and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
             logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
         else:
             hidden = self.hidden_states(inputs)

@@ -352,7 +352,7 @@ def test_paged_attention_reference_equals_the_engine_torch_path():
 
 
 def test_paged_attention_is_causal_within_a_chunk():
-    # Changing a key the first query of a chunk cannot see leaves that query's output alone.
+    # Changing the key at the chunk's last position changes only the last query's output.
     q, k_cache, v_cache, cu_q, cu_k, table = paged_inputs([(6, 10)], 2, 1, 16, torch.float32)
     before = pattn.paged_attention_triton(q, k_cache, v_cache, cu_q, cu_k, table)
     last = int(table[0, 9 // 4]) * 4 + 9 % 4          # slot of position 9, seen by the last query only

@@ -29,11 +29,20 @@ def workload(durations):
     return clips, [TOKENS_PER_SECOND * d for d in durations]
 
 
-def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> float:
-    """Ideal time: encoder + prefill FLOPs at GEMM speed, decode steps at one weight read each."""
+PROMPT_TEXT_TOKENS = 20   # the chat template's tokens around the audio placeholders, about
+
+
+def clip_tokens(eng, clip) -> tuple[int, int]:
+    """A clip's feature frames and its audio placeholder tokens in the prompt."""
     from engine.config import audio_token_count
     from engine.features import num_frames
 
+    frames = num_frames(len(clip))
+    return frames, audio_token_count(frames, eng.config.encoder)
+
+
+def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> float:
+    """Ideal time: encoder + prefill FLOPs at GEMM speed, decode steps at one weight read each."""
     enc, dec = eng.config.encoder, eng.config.decoder
     c, d = enc.conv_channels, enc.d_model
     freq = (((enc.num_mel_bins + 1) // 2 + 1) // 2 + 1) // 2
@@ -44,10 +53,9 @@ def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> 
                                  + dec.heads * dec.head_dim * dec.hidden_size + 3 * dec.hidden_size * dec.intermediate_size)
     total_flops = 0.0
     for clip in clips:
-        frames = num_frames(len(clip))
-        n_audio = audio_token_count(frames, enc)
+        frames, n_audio = clip_tokens(eng, clip)
         total_flops += -(-frames // enc.chunk_frames) * conv_per_chunk + n_audio * per_token_enc
-        prompt = n_audio + 20
+        prompt = n_audio + PROMPT_TEXT_TOKENS
         total_flops += 2 * layer_params * prompt + 2 * dec.hidden_size * dec.vocab_size
     elem = torch.empty((), dtype=eng.torch_dtype).element_size()
     weight_bytes = (layer_params + dec.hidden_size * dec.vocab_size) * elem
@@ -58,15 +66,12 @@ def roofline_seconds(eng, clips, new_tokens, flops: float, bandwidth: float) -> 
 def kv_read_seconds(eng, clips, new_tokens, bandwidth: float) -> float:
     """What the roofline leaves out: every decode step also reads each row's cached keys and
     values (all requests decoding together from the first step), at the same GEMV bandwidth."""
-    from engine.config import audio_token_count
-    from engine.features import num_frames
-
     dec = eng.config.decoder
     elem = torch.empty((), dtype=eng.torch_dtype).element_size()
     per_token = 2 * dec.layers * dec.kv_heads * dec.head_dim * elem
     token_steps = 0
     for clip, n in zip(clips, new_tokens):
-        prompt = audio_token_count(num_frames(len(clip)), eng.config.encoder) + 20
+        prompt = clip_tokens(eng, clip)[1] + PROMPT_TEXT_TOKENS
         token_steps += sum(prompt + k for k in range(1, n))
     return token_steps * per_token / bandwidth
 
