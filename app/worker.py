@@ -22,6 +22,13 @@ IDLE_STEP_S = 0.002   # a step quicker than this, with no outputs, found nothing
 IDLE_POLL_MS = 15     # then poll at this interval: well under live-caption latency
 
 
+def _device_label(eng) -> str:
+    """'cpu, float32' or 'cuda, bfloat16': what the status bar shows the engine runs on."""
+    device = str(getattr(eng, "device", "cpu"))
+    dtype = getattr(eng, "dtype", "")
+    return f"{device}, {dtype}" if dtype else device
+
+
 def _default_loader(model_dir, device=None, dtype=None, *, aligner=None):
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
@@ -100,7 +107,7 @@ class EngineWorker(QObject):
             request.job = None
         self._submit_pending()
         self.model_loaded.emit(str(getattr(new_engine, "model_dir", model_dir)),
-                               str(getattr(new_engine, "device", "cpu")))
+                               _device_label(new_engine))
         self._kick()
 
     @Slot(int, str, str, str, bool)

@@ -50,6 +50,17 @@ def _resolve_model(name: str) -> str:
     return str(download_model(name))
 
 
+def _hardware_note(eng) -> str:
+    """Why this dtype: on CPU, the CPU and whether it computes bfloat16 natively."""
+    import torch
+
+    if eng.device != "cpu":
+        return torch.cuda.get_device_name(eng.torch_device) if eng.device == "cuda" else eng.device
+    from .model import cpu_description
+
+    return f"{cpu_description()}, {torch.get_num_threads()} threads"
+
+
 class ProgressBar:
     """A one-line progress bar on stderr for a terminal (silent when not a TTY)."""
 
@@ -83,6 +94,9 @@ def transcribe_command(args) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not args.quiet:
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype} ({_hardware_note(eng)})",
+              file=sys.stderr)
     words = eng.aligner is not None
     jobs = []
     for name in args.files:

@@ -20,9 +20,46 @@ def resolve_device(device) -> torch.device:
     return device
 
 
+def cpu_has_native_bf16() -> bool:
+    """True where the CPU computes bfloat16 in hardware (AVX512-BF16 or AMX): there bfloat16
+    runs 2.5-3x faster than float32; elsewhere it is emulated and slower."""
+    cpu = getattr(torch, "cpu", None)
+    for check in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        fn = getattr(cpu, check, None)
+        if fn is not None:
+            try:
+                if fn():
+                    return True
+            except RuntimeError:
+                pass
+    return False
+
+
+def cpu_description() -> str:
+    """The CPU model and its bfloat16 hardware, for status lines and benchmark headers."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        import platform
+        model = platform.processor() or model
+    cpu = getattr(torch, "cpu", None)
+    amx = bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+    bf16 = bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
+    return f"{model} (AMX {'yes' if amx else 'no'}, AVX512-BF16 {'yes' if bf16 else 'no'})"
+
+
 def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
+    """``None`` picks the fastest exact-enough dtype: bfloat16 on CUDA and on CPUs with native
+    bfloat16, float32 on other CPUs."""
     if dtype is None:
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        if device.type == "cuda" or cpu_has_native_bf16():
+            return torch.bfloat16
+        return torch.float32
     if isinstance(dtype, str):
         names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}

@@ -32,14 +32,23 @@ class Chunk:
 
 def _load_silero():
     """Import silero-vad and load its bundled TorchScript model (offline)."""
+    import torch
+
+    # Importing silero_vad.model calls torch.set_num_threads(1) for the whole process, which
+    # would leave the engine on one core after the first file: keep the caller's count.
+    threads = torch.get_num_threads()
     try:
-        from silero_vad import load_silero_vad
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("voice activity detection needs the 'silero-vad' package "
-                          "(pip install silero-vad)") from exc
-    with warnings.catch_warnings():   # silero and torch.jit warn about their own deprecations
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return load_silero_vad()
+        try:
+            from silero_vad import load_silero_vad
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError("voice activity detection needs the 'silero-vad' package "
+                              "(pip install silero-vad)") from exc
+        with warnings.catch_warnings():   # silero and torch.jit warn about their own deprecations
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return load_silero_vad()
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def _as_audio(audio) -> np.ndarray:
