@@ -14,8 +14,9 @@ def _version() -> str:
     except Exception:  # running from a source checkout that was never installed
         pass
     try:
-        import tomllib
         from pathlib import Path
+
+        import tomllib
 
         pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
         return tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"]

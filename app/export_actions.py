@@ -10,7 +10,7 @@ from app.settings import Settings
 
 @dataclass(frozen=True)
 class ExportChoice:
-    fmt: str          # engine.exports.FORMATS key
+    fmt: str          # engine.text.exports.FORMATS key
     label: str
     karaoke: bool = False
     timestamps: bool = False
@@ -33,8 +33,8 @@ def output_folder(settings: Settings, source_path: str) -> Path:
 
 
 def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice) -> Path:
-    """Write one file; raises engine.exports.ExportError / ValueError with a plain message."""
-    from engine.exports import export
+    """Write one file; raises engine.text.exports.ExportError / ValueError with a plain message."""
+    from engine.text.exports import export
 
     return export(transcript, choice.fmt, output_folder(settings, source_path),
                   Path(source_path).stem, settings.cue_options(),
@@ -54,7 +54,7 @@ def export_many(settings: Settings, items, choice: ExportChoice) -> tuple[list[P
 
 
 def clipboard_text(items, timestamps: bool = False) -> str:
-    from engine.exports import to_txt
+    from engine.text.exports import to_txt
 
     parts = [to_txt(transcript, timestamps=timestamps).strip() for _, transcript in items]
     return "\n\n".join(p for p in parts if p) + "\n"

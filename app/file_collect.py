@@ -15,7 +15,7 @@ class Collected:
 
 
 def supported_extensions() -> frozenset[str]:
-    from engine.audio import SUPPORTED_EXTENSIONS
+    from engine.audio.decode import SUPPORTED_EXTENSIONS
 
     return frozenset(SUPPORTED_EXTENSIONS)
 

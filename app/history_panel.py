@@ -5,7 +5,13 @@ import datetime as _dt
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLineEdit, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.queue_model import format_duration
 
@@ -36,7 +42,7 @@ class HistoryPanel(QWidget):
         self._texts: dict[int, str] = {}
 
     def set_records(self, records) -> None:
-        """``records``: engine.history.TranscriptRecord list, newest first."""
+        """``records``: app.history.TranscriptRecord list, newest first."""
         self.list.clear()
         self._texts.clear()
         for record in records:

@@ -1,7 +1,7 @@
 """The languages Qwen3-ASR knows, for the language pickers."""
 from __future__ import annotations
 
-# Kept in sync with engine.prompt.LANGUAGES; listed here so that building a
+# Kept in sync with engine.text.prompt.LANGUAGES; listed here so that building a
 # combo box does not import the engine package (and torch) in the UI thread.
 LANGUAGES = (
     "Arabic", "Cantonese", "Chinese", "Czech", "Danish", "Dutch", "English", "Filipino",

@@ -14,9 +14,19 @@ import shutil
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel,
-                               QProgressBar, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app import settings as S
 from app.paths import recordings_dir
@@ -129,7 +139,7 @@ class LiveWindow(QWidget):
     def refresh_devices(self):
         self.device_combo.clear()
         try:
-            from engine.capture import list_input_devices
+            from engine.audio.microphone import list_input_devices
 
             devices = list_input_devices()
         except Exception as exc:  # no PortAudio, no sound server: still allow files
@@ -158,11 +168,11 @@ class LiveWindow(QWidget):
                 path, _ = QFileDialog.getOpenFileName(self, "Play a file as live input")
                 if not path:
                     return
-                from engine.capture import FileSource
+                from engine.audio.recorder import FileSource
 
                 source, label = FileSource(path), Path(path).name
             else:
-                from engine.capture import MicrophoneSource
+                from engine.audio.microphone import MicrophoneSource
 
                 source, label = MicrophoneSource(choice), ""
         except Exception as exc:
@@ -171,7 +181,7 @@ class LiveWindow(QWidget):
         self.start_source(source, label)
 
     def start_source(self, source, label: str = "") -> bool:
-        """Start captioning from any engine.capture.AudioSource (tests pass a FileSource);
+        """Start captioning from any engine.audio.sources.AudioSource (tests pass a FileSource);
         ``label`` names a file being played, for the status line."""
         if self.source is not None:
             self.stop()
@@ -198,7 +208,7 @@ class LiveWindow(QWidget):
 
     def _start_recording(self):
         try:
-            from engine.capture import SessionRecorder
+            from engine.audio.recorder import SessionRecorder
 
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             self.recording_path = recordings_dir() / f"live-{stamp}.wav"
@@ -294,7 +304,7 @@ class LiveWindow(QWidget):
             self.show()  # changing window flags hides the window
 
     def save_text(self, path) -> Path:
-        from engine.exports import write_atomic
+        from engine.text.exports import write_atomic
 
         return write_atomic(path, self.committed_text() + "\n")
 

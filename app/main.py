@@ -81,11 +81,11 @@ def build_app(app, args, loader=None):
     """Create settings, history, the engine thread and the main window (tests call this too)."""
     from app import settings as S
     from app.engine_client import EngineClient
+    from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
     from app.settings import Settings
     from app.theme import apply_theme, follow_system_scheme
-    from engine.history import History
 
     app.setApplicationName(APP_NAME)
     app.setApplicationVersion(__version__)

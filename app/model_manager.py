@@ -1,6 +1,6 @@
 """Models: download a known Qwen3-ASR checkpoint, or pick a local folder.
 
-Downloads run in a QThread through engine.hub; the dialog shows bytes done and
+Downloads run in a QThread through modelhub.downloads; the dialog shows bytes done and
 can cancel. Offline, it says so plainly and points to the local-folder option.
 """
 from __future__ import annotations
@@ -9,13 +9,22 @@ import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel,
-                               QHeaderView, QProgressBar, QPushButton, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout)
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+)
 
-from engine import hub
-from engine.hub import KNOWN_MODELS, default_model_dest, is_model_dir
-
+from modelhub import downloads as hub
+from modelhub.downloads import KNOWN_MODELS, default_model_dest, is_model_dir
 
 MODEL_ROLE = Qt.ItemDataRole.UserRole + 30
 

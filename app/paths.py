@@ -1,9 +1,8 @@
 """Where the app keeps its files: data (history, models, recordings), logs, settings.
 
 ``$QWEN3_ASR_DATA_DIR`` puts all of them in one folder; tests and portable
-installs use it. engine.hub.data_dir() follows the same rule; it is repeated
-here because importing the engine package loads torch, which the UI thread
-should not wait for at startup.
+installs use it. The data folder has one definition, ``modelhub.downloads.data_dir``,
+shared with the command line (modelhub loads neither torch nor Qt).
 """
 from __future__ import annotations
 
@@ -17,10 +16,9 @@ DATA_DIR_ENV = "QWEN3_ASR_DATA_DIR"
 
 
 def data_dir() -> Path:
-    override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override)
-    return Path(appdirs.user_data_dir(APP_DIR_NAME, appauthor=False))
+    from modelhub.downloads import data_dir as shared_data_dir
+
+    return shared_data_dir()
 
 
 def log_dir() -> Path:

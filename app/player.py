@@ -2,7 +2,7 @@
 
 Backends, best first: QtMultimedia's QMediaPlayer (in PySide6-Addons, not in
 PySide6-Essentials); sounddevice (already a dependency for the microphone) on
-audio decoded by engine.audio; else none, and ``unavailable_reason`` says why
+audio decoded by engine.audio.decode; else none, and ``unavailable_reason`` says why
 so the UI can tell the user instead of failing silently.
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ class Player(QObject):
     # -- sounddevice ---------------------------------------------------------------
     def _decode(self, path: str, start_s: float):
         try:
-            from engine.audio import load_audio
+            from engine.audio.decode import load_audio
 
             samples = load_audio(path)
         except Exception as exc:

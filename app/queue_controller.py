@@ -72,7 +72,7 @@ class QueueController(QObject):
             self._duration_pool.submit(self._durations_in_background, jobs)
 
     def _durations_in_background(self, jobs):
-        from engine.audio import audio_info
+        from engine.audio.decode import audio_info
 
         for job_id, path in jobs:
             try:

@@ -34,7 +34,7 @@ class QueueItem:
     progress: float = 0.0
     eta: float = -1.0
     error: str | None = None
-    transcript: object = None  # engine.types.Transcript once done
+    transcript: object = None  # engine.text.types.Transcript once done
 
     @property
     def name(self) -> str:

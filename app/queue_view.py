@@ -2,14 +2,37 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QRect, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QHBoxLayout,
-                               QHeaderView, QLabel, QProgressBar, QPushButton, QStackedWidget,
-                               QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QTableView,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QStackedWidget,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionProgressBar,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.languages import fill_language_combo
-from app.queue_model import (COL_CONTEXT, COL_DURATION, COL_LANGUAGE, COL_NAME, COL_PROGRESS,
-                             COL_STATUS, IN_FLIGHT, ItemRole, QueueModel, format_duration)
+from app.queue_model import (
+    COL_CONTEXT,
+    COL_DURATION,
+    COL_LANGUAGE,
+    COL_NAME,
+    COL_PROGRESS,
+    COL_STATUS,
+    IN_FLIGHT,
+    ItemRole,
+    QueueModel,
+    format_duration,
+)
 
 
 class ProgressDelegate(QStyledItemDelegate):

@@ -72,7 +72,7 @@ class Settings:
         self.q.setValue(name, value)
 
     def cue_options(self):
-        from engine.cues import CueOptions
+        from engine.text.cues import CueOptions
 
         return CueOptions(max_line_chars=self.get(MAX_LINE_CHARS), max_lines=self.get(MAX_LINES),
                           min_duration=self.get(MIN_DURATION), max_duration=self.get(MAX_DURATION),

@@ -3,9 +3,21 @@ and turns a click on a word into "play from this word"."""
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPointF, QSize, Qt, Signal
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPalette, QTextCharFormat, \
-    QTextCursor, QTextDocument, QTextOption
-from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QPalette,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextOption,
+)
+from PySide6.QtWidgets import (
+    QApplication,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+)
 
 from app.transcript_model import PlayingWordRole, SearchRole, WordSpansRole
 

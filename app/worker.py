@@ -66,7 +66,7 @@ class EngineWorker(QObject):
     job_started = Signal(int)              # job id
     job_duration = Signal(int, float)      # job id, seconds of audio
     job_progress = Signal(int, float, float)  # job id, progress 0..1, ETA seconds (-1: unknown)
-    job_finished = Signal(int, object)     # job id, engine.types.Transcript
+    job_finished = Signal(int, object)     # job id, engine.text.types.Transcript
     job_failed = Signal(int, str)          # job id, error naming the file
     job_cancelled = Signal(int)
     stream_update = Signal(int, object, str)  # stream id, committed Segments, tentative text

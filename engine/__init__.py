@@ -5,28 +5,29 @@
     print(eng.transcribe("talk.mp3").text)
 
 The heavy parts (torch, transformers) load on first use of ``load``/``Engine``, so light
-modules (``engine.history``, ``engine.exports``, ``engine.audio``) import fast.
+modules (``app.history``, ``engine.text.exports``, ``engine.audio.decode``) import fast.
 """
 from importlib import import_module
 
-from .errors import AudioLoadError, CheckpointError
-from .types import Segment, Transcript, Word
+from engine.errors import AudioLoadError, CheckpointError
+from engine.text.types import Segment, Transcript, Word
 
 __version__ = "0.1.0"
 
-_LAZY = {"Engine": ".engine", "load": ".engine", "Request": ".request", "RequestOutput": ".request",
-         "Aligner": ".aligner", "Stream": ".stream", "FileJob": ".jobs"}
+_LAZY = {"Engine": "engine.api", "load": "engine.api", "Request": "engine.serving.request",
+         "RequestOutput": "engine.serving.request", "Aligner": "engine.pipelines.aligner",
+         "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job"}
 
 
 def __getattr__(name):
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
 
 
 def load_aligner(aligner_dir, device=None, dtype=None):
     """Load a Qwen3-ForcedAligner checkpoint folder; see ``Aligner.align``."""
-    from .aligner import Aligner
+    from engine.pipelines.aligner import Aligner
 
     return Aligner(aligner_dir, device=device, dtype=dtype)
 

@@ -108,8 +108,13 @@ def build_checkpoint(out_dir, *, seed: int = 0, dims: dict = TINY, tie: bool = F
                      aligner: bool = False, num_labels: int = 5000, dtype=torch.float32,
                      score_bias: bool = False) -> Path:
     """Write a random Qwen3-ASR (or ForcedAligner) checkpoint in the ``-hf`` layout."""
-    from transformers import (Qwen3ASRConfig, Qwen3ASRFeatureExtractor, Qwen3ASRForConditionalGeneration,
-                              Qwen3ASRForTokenClassification, Qwen3ASRProcessor)
+    from transformers import (
+        Qwen3ASRConfig,
+        Qwen3ASRFeatureExtractor,
+        Qwen3ASRForConditionalGeneration,
+        Qwen3ASRForTokenClassification,
+        Qwen3ASRProcessor,
+    )
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

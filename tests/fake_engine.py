@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import CheckpointError
-from engine.types import Segment, Transcript, Word
+from engine.text.types import Segment, Transcript, Word
 
 SAMPLE_RATE = 16000
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+
 def paged_inputs(rows, heads, kv_heads, head_dim, dtype, *, block_size=4, pad_rows=0, seed=0):
     """q, caches and flash-style metadata for rows given as (query_len, context_len)."""
     g = torch.Generator().manual_seed(seed)

@@ -9,8 +9,11 @@ import torch
 
 @functools.lru_cache(maxsize=4)
 def load_reference(model_dir: str, aligner: bool = False):
-    from transformers import (AutoProcessor, Qwen3ASRForConditionalGeneration,
-                              Qwen3ASRForTokenClassification)
+    from transformers import (
+        AutoProcessor,
+        Qwen3ASRForConditionalGeneration,
+        Qwen3ASRForTokenClassification,
+    )
 
     cls = Qwen3ASRForTokenClassification if aligner else Qwen3ASRForConditionalGeneration
     model = cls.from_pretrained(model_dir, dtype=torch.float32).eval()

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from checkpoints import build_checkpoint, to_original_layout
+from reference import load_reference
 from transformers.models.qwen3_asr.processing_qwen3_asr import _fix_timestamps
 
 import engine
-from checkpoints import build_checkpoint, to_original_layout
-from engine.aligner import fix_timestamps
 from engine.errors import CheckpointError
-from engine.word_split import display_spans, split_words
-from reference import load_reference
+from engine.pipelines.aligner import fix_timestamps
+from engine.text.word_split import display_spans, split_words
 
 TEXTS = {
     "english": ("Hello, world! It's a test of speech-to-text: 3 short words... isn't it?", "en"),

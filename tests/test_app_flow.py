@@ -41,9 +41,9 @@ def data_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def window(qtbot, tiny_model_dir, data_dir):
+    from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
-    from engine.history import History
 
     client = EngineClient()
     settings = Settings()
@@ -127,8 +127,8 @@ def test_cancel_mid_run_leaves_others_running(window, qtbot, speech_wav, tmp_pat
 
 
 def test_live_window_shows_committed_text(window, qtbot, speech_wav):
-    pytest.importorskip("engine.stream", reason="engine streaming is not written yet")
-    from engine.capture import FileSource
+    pytest.importorskip("engine.pipelines.live_stream", reason="engine streaming is not written yet")
+    from engine.audio.recorder import FileSource
 
     live = window.open_live_window()
     qtbot.addWidget(live)
@@ -175,9 +175,9 @@ def test_killed_app_keeps_transcripts_and_requeues(qtbot, tiny_model_dir, speech
         proc.wait(30)
         proc.stderr.close()
 
+    from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
-    from engine.history import History
 
     client = EngineClient()  # no model loaded: the restored files must wait, visibly queued
     try:

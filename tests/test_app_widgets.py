@@ -5,17 +5,17 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+import fake_engine  # noqa: E402
 from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QUrl, Signal  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
 
-import fake_engine  # noqa: E402
 from app import settings as S  # noqa: E402
 from app.engine_client import EngineClient  # noqa: E402
 from app.file_collect import collect_audio_files, describe_refused  # noqa: E402
 from app.queue_model import QueueItem, QueueModel  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.transcript_model import TranscriptModel, word_spans  # noqa: E402
-from engine.types import Segment, Transcript, Word  # noqa: E402
+from engine.text.types import Segment, Transcript, Word  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +35,8 @@ def client(qtbot):
 
 @pytest.fixture
 def window(qtbot, client, tmp_path):
+    from app.history import History
     from app.main_window import MainWindow
-    from engine.history import History
 
     settings = Settings()
     settings.set(S.MODEL, str(tmp_path))
@@ -300,7 +300,7 @@ def test_live_window_with_fake_stream(client, qtbot, tmp_path, data_dir):
     import soundfile as sf
 
     from app.live_window import LiveWindow
-    from engine.capture import FileSource
+    from engine.audio.recorder import FileSource
 
     client.load_model(str(tmp_path))
     qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
@@ -444,11 +444,10 @@ def test_dark_theme_check_boxes_have_a_visible_box(qtbot, qapp):
 
 
 def test_live_window_without_microphone_offers_a_file(client, qtbot, monkeypatch):
-    import engine.capture
-
+    import engine.audio.microphone
     from app.live_window import FILE_ITEM, LiveWindow
 
-    monkeypatch.setattr(engine.capture, "list_input_devices", lambda: [])
+    monkeypatch.setattr(engine.audio.microphone, "list_input_devices", lambda: [])
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
     assert live.device_combo.currentData() == FILE_ITEM

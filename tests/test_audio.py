@@ -13,10 +13,17 @@ import soxr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.audio import (SAMPLE_RATE, SUPPORTED_EXTENSIONS, AudioInfo, audio_info,
-                          is_supported, load_audio, save_wav, stream_audio)
+from engine.audio.decode import (
+    SAMPLE_RATE,
+    SUPPORTED_EXTENSIONS,
+    AudioInfo,
+    audio_info,
+    is_supported,
+    load_audio,
+    save_wav,
+    stream_audio,
+)
 from engine.errors import AudioLoadError
-
 
 # --- helpers ---------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""engine.capture: real PortAudio capture through a private PulseAudio null sink,
+"""engine.audio.microphone: real PortAudio capture through a private PulseAudio null sink,
 the callback ring buffer, file playback as a microphone, errors and recording."""
 from __future__ import annotations
 
@@ -14,11 +14,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 import soxr
-
-from engine import capture
-from engine.capture import (CaptureError, FileSource, MicrophoneSource, SessionRecorder,
-                            level_dbfs, list_input_devices, default_input_device)
 from pulse_helpers import PulseUnavailable, pulse_null_sink
+
+from engine.audio import microphone as capture
+from engine.audio.microphone import (
+    CaptureError,
+    MicrophoneSource,
+    default_input_device,
+    level_dbfs,
+    list_input_devices,
+)
+from engine.audio.recorder import FileSource, SessionRecorder
 
 SR = 16000
 
@@ -278,7 +284,7 @@ def test_missing_portaudio_says_how_to_install(monkeypatch):
 
 
 def test_capture_imports_neither_sounddevice_nor_qt():
-    code = ("import sys, engine.capture; bad = [m for m in sys.modules "
+    code = ("import sys, engine.audio.microphone; bad = [m for m in sys.modules "
             "if m == 'sounddevice' or m.startswith(('PySide6', 'PyQt'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).parent.parent, check=True).stdout
@@ -312,7 +318,7 @@ def test_session_recorder_survives_a_crash(tmp_path):
     path = tmp_path / "crash.wav"
     script = textwrap.dedent(f"""
         import os, time, numpy as np
-        from engine.capture import SessionRecorder
+        from engine.audio.recorder import SessionRecorder
         rec = SessionRecorder({str(path)!r}, flush_interval_s=0.05)
         for i in range(30):                  # 1.5 s in 50 ms blocks, flushed as it goes
             rec.write(np.full(800, 0.25, np.float32))

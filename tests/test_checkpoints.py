@@ -7,13 +7,13 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from checkpoints import build_checkpoint, to_original_layout
+from reference import reference_generate, reference_inputs
 from safetensors.torch import load_file, save_file
+from test_engine_parity import clip
 
 import engine
-from checkpoints import build_checkpoint, to_original_layout
 from engine.errors import CheckpointError
-from reference import reference_generate, reference_inputs
-from test_engine_parity import clip
 
 OTHER_DIMS = dict(
     encoder=dict(d_model=48, encoder_layers=3, encoder_attention_heads=3, encoder_ffn_dim=96,
@@ -114,7 +114,7 @@ def test_prompt_follows_the_checkpoints_chat_template(tiny_model_dir, tmp_path, 
 
 
 def test_prompt_without_a_chat_template_is_the_official_format(tiny_model_dir, tmp_path):
-    from engine.prompt import prompt_text_parts
+    from engine.text.prompt import prompt_text_parts
 
     d = copy_dir(tiny_model_dir, tmp_path / "notemplate")
     (d / "chat_template.jinja").unlink()

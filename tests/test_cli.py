@@ -12,13 +12,13 @@ import pytest
 import soundfile as sf
 import srt
 import webvtt
-
 from checkpoints import build_checkpoint
 from conftest import espeak_wav
-from engine.cli import main
-from engine.cues import build_cues
-from engine.exports import to_srt, to_txt, to_vtt
-from engine.types import Transcript
+
+from cli.main import main
+from engine.text.cues import build_cues
+from engine.text.exports import to_srt, to_txt, to_vtt
+from engine.text.types import Transcript
 
 SR = 16000
 REPO = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def run(inputs, tiny_model_dir, aligner_dir, tmp_path_factory):
     """One real command-line run over both files, as a user types it."""
     out = tmp_path_factory.mktemp("cli-out")
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "transcribe", *(str(p) for p, _ in inputs.values()),
+        [sys.executable, "-m", "cli.main", "transcribe", *(str(p) for p, _ in inputs.values()),
          "--model", str(tiny_model_dir), "--aligner", str(aligner_dir), "--language", "en",
          "--format", ",".join(FORMATS), "-o", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -194,7 +194,7 @@ def test_unknown_format_is_a_usage_error(inputs, tiny_model_dir, capsys):
 
 def test_missing_model_folder_says_so(inputs, tmp_path):
     missing = tmp_path / "models" / "Qwen3-ASR-0.6B"
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "transcribe", str(inputs["memo"][0]),
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "transcribe", str(inputs["memo"][0]),
                            "--model", str(missing)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"error: model folder not found: {missing}"

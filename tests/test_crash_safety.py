@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 
 import engine as engine_pkg
-from engine.request import RequestState
+from engine.serving.request import RequestState
 
 SR = 16000
 WAIT_MS = 60_000
@@ -163,10 +163,10 @@ def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
     from app.engine_client import EngineClient
+    from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
     from app.settings import Settings
-    from engine.history import History
 
     monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
     client = EngineClient()

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from reference import load_reference, reference_generate, reference_inputs
 
 import engine
-from engine.features import log_mel
-from engine.encoder import encode_audio
-from reference import load_reference, reference_generate, reference_inputs
+from engine.network.encoder import encode_audio
+from engine.network.features import log_mel
 
 EDGE_LENGTHS = [0.3, 1.0, 7.9, 8.1, 17.0, 31.0]
 
@@ -67,7 +67,7 @@ def test_prefill_logits_equal_reference(eng, tiny_model_dir):
     eng.add_request(req)
     rows = eng.scheduler.schedule()
     eng.runner.encode_pending(rows)
-    from engine.runner import build_step_inputs
+    from engine.serving.runner import build_step_inputs
 
     step = build_step_inputs(rows, eng.cache.block_size, eng.torch_device)
     ours = eng.net.head(eng.runner.hidden_states(step))

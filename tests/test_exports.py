@@ -14,13 +14,20 @@ import webvtt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import exports
-from engine.cues import Cue, CueOptions, build_cues, words_by_line
-from engine.exports import (
-    FORMATS, ExportError, export, render_filename, to_json, to_srt, to_txt, to_vtt,
+from engine.text import exports
+from engine.text.cues import Cue, CueOptions, build_cues, words_by_line
+from engine.text.exports import (
+    FORMATS,
+    ExportError,
+    export,
+    render_filename,
+    to_json,
+    to_srt,
+    to_txt,
+    to_vtt,
     write_atomic,
 )
-from engine.types import Segment, Transcript, Word
+from engine.text.types import Segment, Transcript, Word
 
 STAMP = re.compile(r"<(\d\d):(\d\d):(\d\d)\.(\d\d\d)>")
 
@@ -383,7 +390,7 @@ def test_fuzz_exporters_never_raise_and_parse_back(tr):
 def test_cues_stay_inside_a_zero_length_transcript():
     """Regression (found by the fuzz test): the 'always visible' millisecond must not
     push a cue past the end of the audio."""
-    from engine.cues import build_cues
+    from engine.text.cues import build_cues
     words = [Word("a", 0.0, 0.0), Word("b", 0.0, 0.0)]
     t = Transcript(text="a b", language=None, duration=0.0,
                    segments=[Segment(0.0, 0.0, "a b", words=words)])

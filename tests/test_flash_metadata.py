@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.flash import attention_tensors
+from engine.serving.flash import attention_tensors
 
 
 def test_padding_rows_have_no_queries_and_no_context():
@@ -24,7 +24,7 @@ def test_too_many_rows_or_blocks_is_an_error():
 
 
 def test_attention_backend_choice(monkeypatch):
-    import engine.attention as attention
+    import engine.serving.attention as attention
 
     cuda = torch.device("cuda")
     assert attention.attention_backend("cpu", torch.bfloat16) == "torch"
@@ -43,8 +43,8 @@ def test_attention_backend_choice(monkeypatch):
 def test_graphs_replay_only_bucket_shapes():
     # Past the largest buckets (huge steps, a request longer than MAX_CONTEXT) a step runs
     # eagerly instead of capturing a graph for its odd shape.
-    from engine.cuda_graphs import CudaGraphRunner
-    from engine.decoder import StepMetadata
+    from engine.network.decoder import StepMetadata
+    from engine.serving.cuda_graphs import CudaGraphRunner
 
     graphs = CudaGraphRunner(None, None, None, max_blocks=4, max_query_len=8, max_context_len=64,
                              token_buckets=(1, 2, 4, 8), row_buckets=(8, 16))

@@ -1,4 +1,4 @@
-"""engine.history: durable queue and transcript storage."""
+"""app.history: durable queue and transcript storage."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from engine.history import History, join_segment_texts
-from engine.types import Segment, Transcript, Word
+from app.history import History, join_segment_texts
+from engine.text.types import Segment, Transcript, Word
 
 
 def _transcript(text="Hello world. Second part.") -> Transcript:
@@ -77,8 +77,8 @@ def test_commits_survive_kill(tmp_path):
     code = textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {os.getcwd()!r})
-        from engine.history import History
-        from engine.types import Transcript
+        from app.history import History
+        from engine.text.types import Transcript
         h = History({str(db)!r})
         fid = h.add_file("/a.wav")
         h.save_transcript(fid, Transcript(text="kept", language=None, duration=1.0))

@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 import soxr
+from conftest import espeak_wav
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import espeak_wav
-from engine.cli import main as cli_main
-from engine.exports import render_filename
+from cli.main import main as cli_main
+from engine.text.exports import render_filename
 
 SR = 16000
 WAIT_MS = 120_000
@@ -282,10 +282,10 @@ def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
     from app.engine_client import EngineClient
+    from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
     from app.settings import Settings
-    from engine.history import History
 
     monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
     client = EngineClient()

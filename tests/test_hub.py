@@ -1,4 +1,4 @@
-"""engine.hub: offline errors, cancelled downloads, model-folder detection."""
+"""modelhub.downloads: offline errors, cancelled downloads, model-folder detection."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engine import hub
+from modelhub import downloads as hub
 
 
 def test_offline_raises_network_unavailable_quickly(monkeypatch, tmp_path):

@@ -51,8 +51,12 @@ def _tokenizer():
 
 
 def _build(out_dir, tie: bool | None):
-    from transformers import (Qwen3ASRConfig, Qwen3ASRFeatureExtractor, Qwen3ASRForConditionalGeneration,
-                              Qwen3ASRProcessor)
+    from transformers import (
+        Qwen3ASRConfig,
+        Qwen3ASRFeatureExtractor,
+        Qwen3ASRForConditionalGeneration,
+        Qwen3ASRProcessor,
+    )
 
     tok = _tokenizer()
     ids = tok.convert_tokens_to_ids

@@ -53,7 +53,10 @@ rmsnorm, qkr, pattn = _import_interpreted("rmsnorm", "qk_norm_rope", "paged_atte
 
 from transformers.models.qwen3.configuration_qwen3 import Qwen3Config  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import (  # noqa: E402
-    Qwen3RMSNorm, Qwen3RotaryEmbedding, apply_rotary_pos_emb)
+    Qwen3RMSNorm,
+    Qwen3RotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-3}
@@ -339,7 +342,8 @@ def test_paged_attention_matches_reference(heads, head_dim, block_size, dtype):
 
 
 def test_paged_attention_reference_equals_the_engine_torch_path():
-    from engine.decoder import StepMetadata, paged_attention as engine_attention
+    from engine.network.decoder import StepMetadata
+    from engine.network.decoder import paged_attention as engine_attention
 
     rows = PAGED_ROWS
     q, k_cache, v_cache, cu_q, cu_k, table = paged_inputs(rows, 4, 2, 32, torch.float32, block_size=16)
@@ -382,13 +386,14 @@ def test_engine_with_triton_attention_is_token_exact(tiny_model_dir, monkeypatch
     # The engine's CUDA path without flash-attn, run on CPU: device-tensor metadata padded to
     # row and token buckets, mixed and chunked steps, attention through the (interpreted)
     # Triton kernel. Float32 greedy tokens equal the exact torch path's.
-    import engine
-    import engine.attention
-    from engine.runner import ModelRunner
     from test_engine_parity import clip
 
+    import engine
+    import engine.serving.attention
+    from engine.serving.runner import ModelRunner
+
     calls = []
-    monkeypatch.setattr(engine.attention, "paged_attention_kernel",
+    monkeypatch.setattr(engine.serving.attention, "paged_attention_kernel",
                         lambda *a: calls.append(a[3].numel() - 1) or pattn.paged_attention_triton(*a))
     clips = [clip(s, 300 + i) for i, s in enumerate([0.4, 3.0, 9.5, 1.2])]
     caps = dict(max_batch_size=3, max_prefill_rows=2, max_step_tokens=48)

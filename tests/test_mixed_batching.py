@@ -1,13 +1,17 @@
 """Many requests in shared steps give exactly the tokens each gets alone (float32)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
+from test_engine_parity import clip
 
 import engine
-from engine.runner import DECODE_BUCKETS, MIXED_BUCKETS, bucket_for, build_step_inputs
-from test_engine_parity import clip
+from engine.serving.runner import (
+    DECODE_BUCKETS,
+    MIXED_BUCKETS,
+    bucket_for,
+    build_step_inputs,
+)
 
 LENGTHS = [0.4, 3.0, 9.5, 1.2, 17.0, 0.8, 5.5, 2.2, 12.0, 0.5, 7.0, 4.1]
 

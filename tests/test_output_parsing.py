@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from checkpoints import build_tokenizer
-from engine.prompt import ASR_TEXT, decode_text, parse_output
+
+from engine.text.prompt import ASR_TEXT, decode_text, parse_output
 
 
 def _ids(tok, text):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from test_engine_parity import clip
 
 import engine
-from engine.projection import Projection, _packing_works
-from test_engine_parity import clip
+from engine.network.projection import Projection, _packing_works
 
 
 @pytest.mark.parametrize("rows", [1, 5, 16, 300])

@@ -6,11 +6,11 @@ import fnmatch
 import shutil
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import resources
 from resources import (
@@ -118,7 +118,14 @@ def test_pngs_are_square_and_match_the_svg(qapp, tmp_path):
 @pytest.mark.parametrize("dark", [False, True])
 def test_style_sheet_parses(qtbot, dark):
     from PySide6.QtCore import qInstallMessageHandler
-    from PySide6.QtWidgets import QLabel, QProgressBar, QTableView, QTextEdit, QVBoxLayout, QWidget
+    from PySide6.QtWidgets import (
+        QLabel,
+        QProgressBar,
+        QTableView,
+        QTextEdit,
+        QVBoxLayout,
+        QWidget,
+    )
 
     text = style_sheet(dark=dark)
     assert text.count("{") == text.count("}") > 0

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.kv_cache import BlockAllocator
-from engine.request import Request, RequestState
-from engine.scheduler import Scheduler, SchedulerConfig
+from engine.serving.kv_cache import BlockAllocator
+from engine.serving.request import Request, RequestState
+from engine.serving.scheduler import Scheduler, SchedulerConfig
 
 EOS = 0
 

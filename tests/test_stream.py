@@ -10,10 +10,10 @@ import wave
 
 import numpy as np
 import pytest
+from conftest import espeak_wav
 
 import engine
-from conftest import espeak_wav
-from engine.stream import Stream, stable_prefix
+from engine.pipelines.live_stream import Stream, stable_prefix
 
 SR = 16000
 SENTENCES = [

@@ -48,7 +48,7 @@ def test_thread_count_survives_load_file_and_stream(tiny_model_dir, speech_wav):
 def test_vad_loader_restores_threads_in_process():
     import torch
 
-    from engine.vad import _load_silero
+    from engine.audio.silero import _load_silero
 
     before = torch.get_num_threads()
     torch.set_num_threads(2 if before != 2 else 1)
@@ -63,7 +63,7 @@ def test_vad_loader_restores_threads_in_process():
 def test_default_dtype_follows_cpu_bf16_support(monkeypatch):
     import torch
 
-    from engine import model
+    from engine.network import loading as model
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(model, "cpu_has_native_bf16", lambda: True)

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
-import engine
 from checkpoints import build_checkpoint
 from conftest import espeak_wav
-from engine.audio import load_audio
-from engine.prompt import ALIGNER_LANGUAGES
+
+import engine
+from engine.audio.decode import load_audio
+from engine.text.prompt import ALIGNER_LANGUAGES
 
 SR = 16000
 SENTENCES = [
@@ -264,7 +264,7 @@ def run_cli_measured(args: list[str], cwd: Path) -> tuple[int, int, float, str]:
     The peak is the child's own VmHWM, polled until it exits."""
     start = time.monotonic()
     with open(cwd / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "engine.cli", *args], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=REPO,
                                 stdout=subprocess.DEVNULL, stderr=err)
         peak = 0
         while proc.poll() is None:

@@ -9,10 +9,10 @@ import wave
 
 import numpy as np
 import pytest
-
 from conftest import espeak_wav
-from engine.vad import (Chunk, SpeechDetector, StreamingChunker, UtteranceTracker, chunk_audio,
-                        plan_chunks)
+
+from engine.audio.vad import Chunk, SpeechDetector, chunk_audio, plan_chunks
+from engine.audio.vad_stream import StreamingChunker, UtteranceTracker
 
 SR = 16000
 TOL = int(0.150 * SR)          # cuts must land within 150 ms of a silence

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
 from common import CACHE, real_size_checkpoint
 
 SR = 16000

@@ -17,8 +17,13 @@ import argparse
 import time
 
 import torch
-
-from common import gemm_flops, gemv_bandwidth, real_size_checkpoint, sync, synthetic_clip
+from common import (
+    gemm_flops,
+    gemv_bandwidth,
+    real_size_checkpoint,
+    sync,
+    synthetic_clip,
+)
 
 DURATIONS = [2, 27, 5, 14, 30, 8, 3, 21, 11, 17, 6, 25, 9, 19, 4, 12]   # seconds, mixed
 TOKENS_PER_SECOND = 4
@@ -34,8 +39,8 @@ PROMPT_TEXT_TOKENS = 20   # the chat template's tokens around the audio placehol
 
 def clip_tokens(eng, clip) -> tuple[int, int]:
     """A clip's feature frames and its audio placeholder tokens in the prompt."""
-    from engine.config import audio_token_count
-    from engine.features import num_frames
+    from engine.network.config import audio_token_count
+    from engine.network.features import num_frames
 
     frames = num_frames(len(clip))
     return frames, audio_token_count(frames, eng.config.encoder)

@@ -36,12 +36,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from test_hostile_inputs import build_corpus  # noqa: E402
 
-from engine.exports import render_filename  # noqa: E402
+from engine.text.exports import render_filename  # noqa: E402
 
 RO_LABEL = "export to a read-only folder (EROFS)"
 FULL_LABEL = "export with the disk full (ENOSPC)"
 
-# Runs engine.cli with the export failures faked (no mounts): argv[1] is the read-only
+# Runs cli.main with the export failures faked (no mounts): argv[1] is the read-only
 # folder, argv[2] the marker in the path of files whose fsync hits a full disk.
 SIMULATED_CLI = r"""
 import errno, os, sys
@@ -61,7 +61,7 @@ def fake_fsync(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     return real_fsync(fd)
 os.open, os.fsync = fake_open, fake_fsync
-from engine.cli import main
+from cli.main import main
 sys.exit(main(sys.argv[3:]))
 """
 
@@ -137,14 +137,14 @@ def run_cli(corpus: dict, model: str, simulate: bool) -> tuple[dict[str, tuple[s
         args = ["transcribe", *map(str, files), "--model", model, "--format", "txt,json"]
         exe = shutil.which("qwen3-asr")
         if real:
-            cmd = [exe, *args] if exe else [sys.executable, "-m", "engine.cli", *args]
+            cmd = [exe, *args] if exe else [sys.executable, "-m", "cli.main", *args]
         else:
             cmd = [sys.executable, "-c", SIMULATED_CLI, str(ro_dir), "diskfull_victim", *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         survived = _outputs(full_victim, ("txt",))[0].read_text("utf-8") == earlier
         ro_left = sorted(p.name for p in ro_dir.iterdir())
     how = "real mounts (read-only bind mount, full tmpfs)" if real else "simulated (EROFS at os.open, ENOSPC at fsync)"
-    prog = ("qwen3-asr" if exe else "python -m engine.cli") if real else "python -c <engine.cli, failures faked>"
+    prog = ("qwen3-asr" if exe else "python -m cli.main") if real else "python -c <cli.main, failures faked>"
     shown = [f"$ {prog} transcribe <{len(files)} files> {' '.join(args[-4:])}",
              f"exit status {proc.returncode}; export failures: {how}",
              f"earlier transcript next to the disk-full victim intact: {survived}; "

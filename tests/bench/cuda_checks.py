@@ -9,17 +9,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import engine  # noqa: E402
 from checkpoints import build_checkpoint  # noqa: E402
 from reference import reference_generate  # noqa: E402
 from test_engine_parity import clip  # noqa: E402
+
+import engine  # noqa: E402
 
 if not torch.cuda.is_available():
     raise SystemExit("cuda_checks.py needs a CUDA GPU")
@@ -52,8 +52,8 @@ def test_graph_replay_equals_eager(model_dir):
 
 @pytest.mark.parametrize("backend", ["flash", "triton"])
 def test_attention_backend_equals_torch_path(model_dir, backend):
-    from engine.flash import flash_attn_installed
-    from engine.runner import ModelRunner
+    from engine.serving.flash import flash_attn_installed
+    from engine.serving.runner import ModelRunner
 
     if backend == "flash" and not flash_attn_installed():
         pytest.skip("flash-attn is not installed on this machine")
@@ -74,7 +74,11 @@ def test_attention_backend_equals_torch_path(model_dir, backend):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_paged_attention_kernel_on_device(dtype):
     from kernel_inputs import PAGED_ROWS, paged_inputs
-    from kernels.paged_attention import paged_attention_reference, paged_attention_triton
+
+    from kernels.paged_attention import (
+        paged_attention_reference,
+        paged_attention_triton,
+    )
 
     rows = PAGED_ROWS + [(1, 700), (300, 900), (1, 4000)]
     args = [t.cuda() for t in paged_inputs(rows, 16, 8, 128, dtype, block_size=256, pad_rows=3)]

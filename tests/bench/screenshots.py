@@ -163,7 +163,7 @@ def take_screenshots(args, work: Path) -> int:
     shooter.shot("4-history", window)
     window.tabs.setCurrentWidget(window.queue_panel)
 
-    from engine.capture import FileSource
+    from engine.audio.recorder import FileSource
 
     live = window.open_live_window()
     live.move(120, 160)

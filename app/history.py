@@ -1,0 +1,211 @@
+"""The transcription history: which files were queued, and what came out.
+
+One SQLite database in the user data folder. Every change is committed at
+once with WAL and synchronous=FULL, so a finished transcript or an edit
+survives the app being killed (kill -9, power loss after fsync). Files still
+queued or running when the app died come back from ``unfinished()``.
+
+No Qt here. One ``History`` object per thread: SQLite connections are not
+shared between threads.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.text.types import Transcript, Word
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+UNFINISHED = ("queued", "running")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'queued',
+    language TEXT,
+    context TEXT NOT NULL DEFAULT '',
+    added_at REAL NOT NULL,
+    finished_at REAL,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS transcripts (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    json TEXT NOT NULL,
+    edited INTEGER NOT NULL DEFAULT 0,
+    saved_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_state ON files(state);
+"""
+
+
+def default_history_path() -> Path:
+    from app.paths import history_file
+
+    return history_file()
+
+
+@dataclass
+class FileRecord:
+    id: int
+    path: str
+    state: str
+    language: str | None
+    context: str
+    added_at: float
+    finished_at: float | None
+    error: str | None
+
+
+@dataclass
+class TranscriptRecord:
+    file: FileRecord
+    transcript: Transcript
+    edited: bool
+
+
+class History:
+    """The history database; ``path`` defaults to ``<data dir>/history.sqlite3``."""
+
+    def __init__(self, path=None):
+        self.path = Path(path) if path is not None else default_history_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: autocommit, every statement is its own durable transaction.
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- files ---------------------------------------------------------------
+    def add_file(self, path, language: str | None = None, context: str = "") -> int:
+        cur = self._db.execute(
+            "INSERT INTO files (path, state, language, context, added_at) VALUES (?, 'queued', ?, ?, ?)",
+            (str(path), language or None, context or "", time.time()))
+        return int(cur.lastrowid)
+
+    def get_file(self, file_id: int) -> FileRecord | None:
+        row = self._db.execute("SELECT * FROM files WHERE id = ?", (file_id,)).fetchone()
+        return _file(row) if row else None
+
+    def set_state(self, file_id: int, state: str, error: str | None = None) -> None:
+        if state not in STATES:
+            raise ValueError(f"unknown file state {state!r}; expected one of {STATES}")
+        finished = time.time() if state not in UNFINISHED else None
+        self._db.execute("UPDATE files SET state = ?, error = ?, finished_at = ? WHERE id = ?",
+                         (state, error, finished, file_id))
+
+    def set_options(self, file_id: int, language: str | None, context: str) -> None:
+        self._db.execute("UPDATE files SET language = ?, context = ? WHERE id = ?",
+                         (language or None, context or "", file_id))
+
+    def unfinished(self) -> list[FileRecord]:
+        """Files that were queued or running when the app last stopped, oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM files WHERE state IN ('queued', 'running') ORDER BY id").fetchall()
+        return [_file(r) for r in rows]
+
+    def delete_file(self, file_id: int) -> None:
+        self._db.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+    # -- transcripts -----------------------------------------------------------
+    def save_transcript(self, file_id: int, transcript: Transcript, *, edited: bool = False) -> None:
+        """Store the transcript and mark the file done, in one durable transaction."""
+        data = json.dumps(transcript.to_dict(), ensure_ascii=False)
+        now = time.time()
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO transcripts (file_id, json, edited, saved_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(file_id) DO UPDATE SET json = excluded.json, "
+                "edited = excluded.edited, saved_at = excluded.saved_at",
+                (file_id, data, int(edited), now))
+            self._db.execute("UPDATE files SET state = 'done', error = NULL, finished_at = ? "
+                             "WHERE id = ?", (now, file_id))
+
+    def get_transcript(self, file_id: int) -> Transcript | None:
+        row = self._db.execute("SELECT json FROM transcripts WHERE file_id = ?",
+                               (file_id,)).fetchone()
+        return Transcript.from_dict(json.loads(row["json"])) if row else None
+
+    def update_segment_text(self, file_id: int, index: int, text: str) -> Transcript:
+        """Replace segment ``index``'s text, rebuild the full text, mark it edited; returns it."""
+        transcript = self.get_transcript(file_id)
+        if transcript is None:
+            raise KeyError(f"no transcript for file {file_id}")
+        if not 0 <= index < len(transcript.segments):
+            raise IndexError(f"segment {index} out of range (0..{len(transcript.segments) - 1})")
+        segment = transcript.segments[index]
+        segment.words = words_after_edit(segment.words, text)
+        segment.text = text
+        transcript.text = join_segment_texts(transcript)
+        self.save_transcript(file_id, transcript, edited=True)
+        return transcript
+
+    def list_transcripts(self) -> list[TranscriptRecord]:
+        """Every stored transcript with its file, newest first."""
+        rows = self._db.execute(
+            "SELECT f.*, t.json AS tjson, t.edited AS tedited FROM files f "
+            "JOIN transcripts t ON t.file_id = f.id ORDER BY f.finished_at DESC, f.id DESC"
+        ).fetchall()
+        return [TranscriptRecord(_file(r), Transcript.from_dict(json.loads(r["tjson"])),
+                                 bool(r["tedited"])) for r in rows]
+
+    def _transaction(self):
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        return False
+
+
+def words_after_edit(words: list[Word], new_text: str) -> list[Word]:
+    """Word timings for an edited segment text.
+
+    Exports build cues from the words when there are any, so stale words would
+    undo the edit. When the edit keeps the number of words (typo fixes), each
+    new word takes the old word's time; otherwise the timings are dropped and
+    the segment's own start/end are used.
+    """
+    tokens = new_text.split()
+    if words and len(tokens) == len(words):
+        return [Word(tok, w.start, w.end) for tok, w in zip(tokens, words)]
+    return []
+
+
+def join_segment_texts(transcript: Transcript) -> str:
+    """The whole text from segment texts; CJK segments join without spaces."""
+    out = ""
+    for seg in transcript.segments:
+        text = seg.text.strip()
+        if not text:
+            continue
+        if out and not (_is_cjk(out[-1]) or _is_cjk(text[0])):
+            out += " "
+        out += text
+    return out
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return (0x3000 <= code <= 0x9FFF) or (0xAC00 <= code <= 0xD7AF) or (0xF900 <= code <= 0xFAFF)
+
+
+def _file(row: sqlite3.Row) -> FileRecord:
+    return FileRecord(id=row["id"], path=row["path"], state=row["state"],
+                      language=row["language"], context=row["context"] or "",
+                      added_at=row["added_at"], finished_at=row["finished_at"], error=row["error"])

@@ -1,0 +1,1 @@
+"""The ``qwen3-asr`` command line, over the ``engine`` package and ``modelhub`` downloads."""

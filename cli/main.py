@@ -1,0 +1,151 @@
+"""The command line: ``qwen3-asr transcribe FILE... --model DIR``."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+FORMAT_NAMES = ("txt", "json", "srt", "vtt")
+
+
+def _formats(value: str) -> list[str]:
+    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMAT_NAMES]
+    if bad or not formats:
+        raise argparse.ArgumentTypeError(f"unknown format {', '.join(bad) or value!r}; choose from {', '.join(FORMAT_NAMES)}")
+    return formats
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from engine import __version__
+
+    parser = argparse.ArgumentParser(prog="qwen3-asr", description="Transcribe speech locally with Qwen3-ASR.")
+    parser.add_argument("--version", action="version", version=f"qwen3-asr {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("transcribe", help="transcribe audio or video files")
+    t.add_argument("files", nargs="+", metavar="FILE")
+    t.add_argument("--model", required=True, help="model folder, or a Hugging Face id such as Qwen/Qwen3-ASR-0.6B")
+    t.add_argument("--aligner", help="Qwen3-ForcedAligner folder or id, for word timestamps")
+    t.add_argument("--language", help="force a language (name or code, e.g. English or en); default: detect")
+    t.add_argument("--context", default="", help="context text: names, terms, topic")
+    t.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    t.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    t.add_argument("--format", type=_formats, default=["txt"], help="comma-separated: txt,json,srt,vtt")
+    t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
+    t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
+    t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _resolve_model(name: str) -> str:
+    """A local folder as is; anything else is taken as a Hugging Face id and downloaded."""
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    if "/" not in name or name.startswith((".", "/", "~")):
+        raise SystemExit(f"error: model folder not found: {name}")
+    from modelhub.downloads import download_model
+
+    return str(download_model(name))
+
+
+def _hardware_note(eng) -> str:
+    """Why this dtype: on CPU, the CPU and whether it computes bfloat16 natively."""
+    import torch
+
+    if eng.device != "cpu":
+        return torch.cuda.get_device_name(eng.torch_device) if eng.device == "cuda" else eng.device
+    from engine.network.loading import cpu_description
+
+    return f"{cpu_description()}, {torch.get_num_threads()} threads"
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr for a terminal (silent when not a TTY)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled = total, enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+
+    def show(self, done: float, label: str) -> None:
+        if not self.enabled:
+            return
+        frac = done / max(1, self.total)
+        width = 30
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / frac - elapsed if frac > 0.01 else 0
+        sys.stderr.write(f"\r[{bar}] {frac * 100:5.1f}%  eta {eta:5.0f}s  {label[:40]:<40}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def transcribe_command(args) -> int:
+    import engine
+    from engine.text.exports import export
+
+    try:
+        eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
+                          aligner=_resolve_model(args.aligner) if args.aligner else None, use_vad=not args.no_vad)
+    except (ValueError, RuntimeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype} ({_hardware_note(eng)})",
+              file=sys.stderr)
+    words = eng.aligner is not None
+    jobs = []
+    for name in args.files:
+        try:
+            jobs.append(eng.submit_file(name, language=args.language, context=args.context, word_timestamps=words,
+                                        max_chunk_seconds=args.max_chunk_seconds))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    bar = ProgressBar(len(jobs), not args.quiet)
+    written, failed = set(), 0
+    while True:
+        if eng.has_work():
+            eng.step()
+        done_jobs = [j for j in jobs if j.finished]
+        bar.show(sum(j.progress if not j.finished else 1.0 for j in jobs),
+                 next((Path(j.source).name for j in jobs if not j.finished), ""))
+        for job in done_jobs:
+            if job.id in written:
+                continue
+            written.add(job.id)
+            if job.state == "failed":
+                failed += 1
+                bar.close() if bar.enabled else None
+                print(f"error: {job.error}", file=sys.stderr)
+                continue
+            out_dir = args.output_dir or Path(job.source).parent
+            for fmt in args.format:
+                try:
+                    path = export(job.transcript, fmt, out_dir, Path(job.source).stem)
+                    if not args.quiet:
+                        print(f"wrote {path}", file=sys.stderr)
+                except OSError as e:
+                    failed += 1
+                    print(f"error: {e}", file=sys.stderr)
+            if args.format == ["txt"] and args.output_dir is None and not args.quiet:
+                print(job.transcript.text)
+        if len(written) == len(jobs):
+            break
+    bar.close()
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "transcribe":
+        return transcribe_command(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The public engine: audio in (arrays, files, live streams), transcripts and tokens out.
+
+``Engine`` adds to the step loop of ``engine.serving.core`` what turns audio into
+requests (features, prompts) and the pipelines that run on it (file jobs, live
+streams, word timestamps). Create one with ``engine.load``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.audio.samples import as_samples
+from engine.network.config import audio_token_count
+from engine.network.features import SAMPLE_RATE, log_mel, num_frames
+from engine.serving.core import EngineCore
+from engine.serving.request import Request
+from engine.text.prompt import (
+    build_prompt_ids,
+    decode_text,
+    language_name,
+    parse_output,
+)
+
+
+def default_max_new_tokens(duration: float) -> int:
+    """A cap that grows with the clip: fast speech is ~5 tokens/s; a model that never says
+    'end' cannot run away."""
+    return int(48 + 15 * duration)
+
+
+class Engine(EngineCore):
+    """A loaded Qwen3-ASR model with its scheduler and KV cache. Create with ``engine.load``."""
+
+    def __init__(self, model_dir, *, use_vad: bool = True, **options):
+        super().__init__(model_dir, **options)
+        self.use_vad = use_vad
+
+    # ----------------------------------------------------------------- requests
+    def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
+                     priority: int = 0, ignore_eos: bool = False) -> Request:
+        samples = as_samples(audio)
+        features = log_mel(samples)
+        n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
+        prompt, audio_start = build_prompt_ids(self.tokenizer, n_audio, context=context, language=language)
+        duration = len(samples) / SAMPLE_RATE
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        return Request(prompt_ids=prompt, audio_start=audio_start, features=features, num_audio_tokens=n_audio,
+                       max_new_tokens=max_new_tokens or default_max_new_tokens(duration), priority=priority,
+                       eos_token_ids=() if ignore_eos else self.config.eos_token_ids,
+                       language=language_name(language),
+                       duration=duration)
+
+    def submit(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
+               priority: int = 0, ignore_eos: bool = False) -> Request:
+        """Queue one clip (float32 16 kHz samples or a file path); returns at once.
+
+        ``ignore_eos`` makes it generate exactly ``max_new_tokens`` (for benchmarks)."""
+        return self.add_request(self.make_request(audio, language=language, context=context,
+                                                  max_new_tokens=max_new_tokens, priority=priority,
+                                                  ignore_eos=ignore_eos))
+
+    def submit_file(self, source, *, language=None, context: str = "", word_timestamps: bool = False,
+                    priority: int = 0, max_chunk_seconds: float | None = None):
+        """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``."""
+        from engine.pipelines.file_job import FileJob, array_job
+
+        options = dict(language=language, context=context, word_timestamps=word_timestamps, priority=priority,
+                       max_chunk_seconds=max_chunk_seconds, use_vad=self.use_vad)
+        if isinstance(source, (str, Path)):
+            job = FileJob(self, source, **options)
+        else:
+            job = array_job(self, as_samples(source), **options)
+        self._jobs.append(job)
+        return job
+
+    def open_stream(self, *, language=None, context: str = "", **options):
+        """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream."""
+        from engine.pipelines.live_stream import Stream
+
+        stream = Stream(self, language=language, context=context, **options)
+        self._jobs.append(stream)
+        return stream
+
+    # ------------------------------------------------------------- conveniences
+    def generate(self, audios, *, language=None, context: str = "", max_new_tokens: int | None = None) -> list[list[int]]:
+        """Greedy token ids per clip, up to and including the first end token."""
+        if isinstance(audios, (str, Path, np.ndarray)):
+            audios = [audios]
+        requests = [self.submit(a, language=language, context=context, max_new_tokens=max_new_tokens)
+                    for a in audios]
+        self.run_until_done(requests)
+        for r in requests:
+            if r.error:
+                raise RuntimeError(r.error)
+        return [list(r.token_ids) for r in requests]
+
+    def decode(self, request: Request) -> tuple[str | None, str]:
+        """(language, text) of a finished request."""
+        return parse_output(decode_text(self.tokenizer, request.token_ids), request.language)
+
+    def transcribe(self, audio, *, language=None, context: str = "", word_timestamps: bool = False,
+                   progress=None, max_chunk_seconds: float | None = None):
+        """Transcribe a whole file or array; its speech chunks run as one batch. Returns a Transcript."""
+        job = self.submit_file(audio, language=language, context=context, word_timestamps=word_timestamps,
+                               max_chunk_seconds=max_chunk_seconds)
+        while not job.finished:
+            self.step()
+            if progress is not None:
+                progress(job.progress)
+        if job.state == "failed":
+            raise RuntimeError(job.error)
+        return job.transcript
+
+
+def load(model_dir, device=None, dtype=None, *, aligner=None, **engine_options) -> Engine:
+    """Load a Qwen3-ASR checkpoint folder (either published layout) into an Engine.
+
+    device defaults to CUDA when available, else CPU; dtype to bfloat16 on CUDA and
+    float32 on CPU. ``aligner`` is an optional Qwen3-ForcedAligner folder for word times.
+    """
+    eng = Engine(model_dir, device=device, dtype=dtype, **engine_options)
+    if aligner is not None:
+        from engine.pipelines.aligner import Aligner
+
+        eng.aligner = Aligner(aligner, device=eng.torch_device, dtype=eng.torch_dtype)
+    return eng

@@ -1,0 +1,148 @@
+"""The Qwen3 decoder forward pass over a flat batch of rows with a paged KV cache.
+
+A step packs rows of many requests into one token axis: decode rows (one token)
+and prefill rows (a prompt or a chunk of one). Per-step metadata arrives
+explicitly as a ``StepMetadata``; nothing is kept in module globals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from engine.network.modules import Qwen3ASRNetwork
+from kernels.qk_norm_rope import qk_norm_rope
+from kernels.rmsnorm import rms_norm_residual
+
+
+class PagedKV(Protocol):
+    """What the decoder needs of a paged KV cache (engine.serving.kv_cache.KVCache):
+    per layer, key and value tensors of shape [blocks, block_size, kv_heads, head_dim]."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+
+
+@dataclass
+class StepMetadata:
+    """Where each row's tokens sit in the flat batch and in the cache.
+
+    Rows with ``query_lens == 0`` are padding rows of a bucket: they have no
+    tokens; padding tokens carry slot -1 and are never attended to.
+    """
+
+    positions: torch.Tensor          # [tokens] int64, position of each token in its request
+    slot_mapping: torch.Tensor       # [tokens] int64, cache slot of each token, -1 for padding
+    query_lens: list[int]            # tokens of each row in this step
+    context_lens: list[int]          # tokens of each row in the cache after this step
+    block_tables: list[list[int]]    # cache blocks of each row
+    tensors: object = None           # flash.AttentionTensors for the flash and triton backends, else None
+    plan: list | None = None         # the torch path's per-row attention plan, built on first use
+
+    @property
+    def query_starts(self) -> list[int]:
+        starts, acc = [], 0
+        for n in self.query_lens:
+            starts.append(acc)
+            acc += n
+        return starts
+
+
+def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [tokens, head_dim] as transformers computes them (float32, then cast)."""
+    freqs = positions[:, None].float() * inv_freq[None, :].float()
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@dataclass
+class _RowAttention:
+    """One row's attention plan, built once per step and reused by every layer."""
+
+    start: int                       # first query token in the flat batch
+    n: int                           # query tokens
+    ctx: int                         # cached tokens it attends over
+    block: int                       # its cache block, when the context sits in one block
+    blocks: torch.Tensor | None      # [n_blocks] block ids to gather otherwise
+    mask: torch.Tensor | None        # [n, ctx] for a chunk of a longer prompt
+    causal: bool
+
+
+def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAttention]:
+    """Per-row views and masks of a step; cached on ``meta`` (the same for all layers)."""
+    if meta.plan is not None:
+        return meta.plan
+    plan = []
+    for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
+        if n == 0:
+            continue
+        blocks = None if ctx <= block_size else torch.tensor(table[:-(-ctx // block_size)], device=device)
+        mask = None
+        if 1 < n < ctx:  # a chunk of a longer prompt: query i sits at position ctx - n + i
+            qpos = torch.arange(ctx - n, ctx, device=device)[:, None]
+            mask = torch.arange(ctx, device=device)[None, :] <= qpos
+        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx))
+    meta.plan = plan
+    return plan
+
+
+def _row_kv(cache: torch.Tensor, heads_view: torch.Tensor, row: _RowAttention) -> torch.Tensor:
+    """A row's keys or values [1, kv_heads, ctx, hd]: a view when they sit in one block.
+
+    cache: [blocks, block_size, kv_heads, hd]; heads_view: its [blocks, kv_heads, block_size, hd] view."""
+    if row.blocks is None:   # one as_strided instead of two slices: this runs for every row of every layer
+        stride = heads_view.stride()
+        _, kv_heads, _, hd = heads_view.shape
+        return heads_view.as_strided((1, kv_heads, row.ctx, hd), stride,
+                                     heads_view.storage_offset() + row.block * stride[0])
+    return cache.index_select(0, row.blocks).flatten(0, 1)[:row.ctx].transpose(0, 1)[None]
+
+
+def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
+                    meta: StepMetadata) -> torch.Tensor:
+    """Causal attention of each row's queries over its cached context (exact torch path).
+
+    q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd].
+    One SDPA call per row; the views are built with as few ops as possible, since a decode
+    step runs this for every row of every layer.
+    """
+    tokens, heads, hd = q.shape
+    plan = attention_plan(meta, cache_k.shape[1], q.device)
+    keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
+    q_heads = q.transpose(0, 1)[None]                                  # [1, heads, tokens, hd]
+    outs, filled = [], 0
+    for row in plan:
+        o = F.scaled_dot_product_attention(q_heads.narrow(2, row.start, row.n), _row_kv(cache_k, keys, row),
+                                           _row_kv(cache_v, values, row), attn_mask=row.mask,
+                                           is_causal=row.causal, enable_gqa=True)
+        outs.append(o.view(1, heads, hd) if row.n == 1 else o[0].transpose(0, 1))   # [n, heads, hd]
+        filled = row.start + row.n
+    if filled < tokens or not outs:   # padding tokens of a bucket: attended by nobody, output zero
+        outs.append(q.new_zeros(tokens - filled, heads, hd))
+    return torch.cat(outs).view(tokens, heads * hd)
+
+
+def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, meta: StepMetadata,
+                    attention=paged_attention) -> torch.Tensor:
+    """Run all decoder layers. embeds: [tokens, hidden] -> final-normed hidden [tokens, hidden]."""
+    cfg = net.config.decoder
+    lm = net.language_model
+    heads, kvh, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)
+    x, residual = embeds, None
+    for i, layer in enumerate(lm.layers):
+        h, residual = rms_norm_residual(x, residual, layer.input_layernorm.weight, cfg.rms_norm_eps)
+        qkv = layer.qkv(h)                                   # qkv: [tokens, (heads + 2 kvh) hd]
+        q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q = qk_norm_rope(
+            q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
+            layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
+            cos, sin, cache.k[i], cache.v[i], meta.slot_mapping)
+        x = layer.o(attention(q, cache.k[i], cache.v[i], meta))
+        h, residual = rms_norm_residual(x, residual, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
+        gate, up = layer.gate_up(h).chunk(2, dim=-1)
+        x = layer.down(F.silu(gate) * up)
+    h, _ = rms_norm_residual(x, residual, lm.norm.weight, cfg.rms_norm_eps)
+    return h

@@ -1,0 +1,136 @@
+"""The Qwen3-ASR network as plain torch modules, named like the checkpoint tensors.
+
+Parameters only; the forward passes live in encoder.py and decoder.py as plain
+functions over these modules and explicit per-step metadata.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
+
+
+def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
+    """Whisper-style positions: [length, channels], sin half then cos half."""
+    log_increment = math.log(max_timescale) / (channels // 2 - 1)
+    inv_timescales = torch.exp(-log_increment * torch.arange(channels // 2).float())
+    scaled = torch.arange(length)[:, None] * inv_timescales[None, :]
+    return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.self_attn = nn.Module()
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self.self_attn, name, nn.Linear(c.d_model, c.d_model))
+        self.self_attn_layer_norm = nn.LayerNorm(c.d_model)
+        self.fc1 = nn.Linear(c.d_model, c.ffn_dim)
+        self.fc2 = nn.Linear(c.ffn_dim, c.d_model)
+        self.final_layer_norm = nn.LayerNorm(c.d_model)
+
+
+class AudioTower(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        ch = c.conv_channels
+        self.conv2d1 = nn.Conv2d(1, ch, 3, 2, padding=1)
+        self.conv2d2 = nn.Conv2d(ch, ch, 3, 2, padding=1)
+        self.conv2d3 = nn.Conv2d(ch, ch, 3, 2, padding=1)
+        freq = (((c.num_mel_bins + 1) // 2 + 1) // 2 + 1) // 2
+        self.conv_out = nn.Linear(ch * freq, c.d_model, bias=False)
+        self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.layers))
+        self.ln_post = nn.LayerNorm(c.d_model)
+        self.register_buffer("positions", sinusoid_positions(c.tokens_per_chunk, c.d_model), persistent=False)
+
+
+class Projector(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.linear_1 = nn.Linear(c.d_model, c.d_model)
+        self.linear_2 = nn.Linear(c.d_model, c.output_dim)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        h, hd = c.hidden_size, c.head_dim
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(h, c.heads * hd, bias=False)
+        self.self_attn.k_proj = nn.Linear(h, c.kv_heads * hd, bias=False)
+        self.self_attn.v_proj = nn.Linear(h, c.kv_heads * hd, bias=False)
+        self.self_attn.o_proj = nn.Linear(c.heads * hd, h, bias=False)
+        self.self_attn.q_norm = RMSNorm(hd, c.rms_norm_eps)
+        self.self_attn.k_norm = RMSNorm(hd, c.rms_norm_eps)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(h, c.intermediate_size, bias=False)
+        self.mlp.up_proj = nn.Linear(h, c.intermediate_size, bias=False)
+        self.mlp.down_proj = nn.Linear(c.intermediate_size, h, bias=False)
+        self.input_layernorm = RMSNorm(h, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(h, c.rms_norm_eps)
+        # Filled by fuse_projections(): one GEMM for q, k, v, one for gate and up.
+        self.qkv = self.o = self.gate_up = self.down = None
+
+
+class LanguageModel(nn.Module):
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float) / c.head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
+class Qwen3ASRNetwork(nn.Module):
+    """Audio tower, projector, Qwen3 decoder, and either an LM head or an aligner score head."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.audio_tower = AudioTower(config.encoder)
+        self.projector = Projector(config.encoder)
+        self.language_model = LanguageModel(config.decoder)
+        d = config.decoder
+        if config.num_labels:
+            self.score = nn.Linear(d.hidden_size, config.num_labels, bias=config.score_bias)
+        else:
+            self.lm_head = nn.Linear(d.hidden_size, d.vocab_size, bias=False)
+
+    @torch.no_grad()
+    def fuse_projections(self) -> None:
+        """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer."""
+        from engine.network.projection import Projection
+
+        for layer in self.language_model.layers:
+            a, m = layer.self_attn, layer.mlp
+            layer.qkv = Projection.for_device(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+            layer.gate_up = Projection.for_device(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+            layer.o = Projection.for_device(a.o_proj.weight.data)
+            layer.down = Projection.for_device(m.down_proj.weight.data)
+            # The projections replace the originals; drop them to keep one copy in memory.
+            for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
+                _drop_weight(lin)
+        if hasattr(self, "lm_head"):
+            # The LM head is the largest single read of a decode step. A tied head stays plain:
+            # packing it would keep a second copy of the embedding matrix.
+            weight = self.lm_head.weight.data
+            tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
+            self.head = Projection(weight) if tied else Projection.for_device(weight)
+            if self.head.packed is not None:
+                _drop_weight(self.lm_head)
+
+
+def _drop_weight(linear: nn.Linear) -> None:
+    linear.weight = nn.Parameter(torch.empty(0, dtype=linear.weight.dtype, device=linear.weight.device),
+                                 requires_grad=False)

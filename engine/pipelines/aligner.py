@@ -1,0 +1,148 @@
+"""Qwen3-ForcedAligner run by our own model code: the ASR trunk plus a timestamp-class head.
+
+Input: ``<|audio_start|>`` + audio placeholders + ``<|audio_end|>`` followed by
+each word and two ``<timestamp>`` tokens. The class argmax at each timestamp
+token times 80 ms is a word's start or end; a monotonic repair fixes outliers.
+Aligner requests batch through the same scheduler and runner as ASR requests.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.audio.samples import as_samples
+from engine.errors import CheckpointError
+from engine.network.config import audio_token_count
+from engine.network.features import SAMPLE_RATE, log_mel, num_frames
+from engine.network.loading import (
+    load_network,
+    load_tokenizer,
+    resolve_device,
+    resolve_dtype,
+)
+from engine.serving.kv_cache import KVCache
+from engine.serving.request import Request, RequestState
+from engine.serving.runner import ModelRunner
+from engine.serving.scheduler import Scheduler, SchedulerConfig
+from engine.text.prompt import AUDIO_PAD, render_around_audio
+from engine.text.types import Word
+from engine.text.word_split import split_words
+
+TIMESTAMP = "<timestamp>"
+
+
+def fix_timestamps(values: list[float]) -> list[int]:
+    """Make predicted times non-decreasing, as transformers' ``_fix_timestamps`` does:
+    keep a longest non-decreasing subsequence, snap short outlier runs (<= 2) to the
+    nearer good neighbour, interpolate longer runs linearly."""
+    n = len(values)
+    if n == 0:
+        return []
+    best, parent = [1] * n, [-1] * n
+    for i in range(1, n):
+        for j in range(i):
+            if values[j] <= values[i] and best[j] + 1 > best[i]:
+                best[i], parent[i] = best[j] + 1, j
+    good = [False] * n
+    i = best.index(max(best))
+    while i != -1:
+        good[i], i = True, parent[i]
+    out = list(values)
+    i = 0
+    while i < n:
+        if good[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and not good[j]:
+            j += 1
+        left = next((out[k] for k in range(i - 1, -1, -1) if good[k]), None)
+        right = next((out[k] for k in range(j, n) if good[k]), None)
+        for pos in range(i, j):
+            if j - i <= 2:
+                if left is None or right is None:
+                    out[pos] = right if left is None else left
+                else:
+                    out[pos] = left if (pos - (i - 1)) <= (j - pos) else right
+            elif left is not None and right is not None:
+                out[pos] = left + (right - left) / (j - i + 1) * (pos - i + 1)
+            else:
+                out[pos] = left if left is not None else right
+        i = j
+    return [int(v) for v in out]
+
+
+class Aligner:
+    """A loaded forced aligner. ``align(audio, text)`` gives words with start and end seconds."""
+
+    def __init__(self, aligner_dir, device=None, dtype=None, *, max_step_tokens: int = 8192,
+                 kv_cache_bytes: int = 512 << 20):
+        self.model_dir = str(aligner_dir)
+        self.torch_device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype, self.torch_device)
+        self.net, self.config = load_network(aligner_dir, self.torch_device, self.torch_dtype)
+        if not self.config.num_labels or self.config.timestamp_token_id is None:
+            raise CheckpointError(f"{aligner_dir}: not a Qwen3-ForcedAligner checkpoint (no timestamp head)")
+        self.tokenizer = load_tokenizer(aligner_dir)
+        block_size = 256 if self.torch_device.type == "cuda" else 2048
+        blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
+        self.cache = KVCache(self.config.decoder, blocks, block_size, self.torch_dtype, self.torch_device)
+        self.scheduler = Scheduler(SchedulerConfig(max_batch_size=16, max_prefill_rows=16,
+                                                   max_step_tokens=max_step_tokens), self.cache.allocator)
+        self.runner = ModelRunner(self.net, self.cache, self.torch_device)
+
+    def make_request(self, samples: np.ndarray, words: list[str]) -> Request:
+        n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
+        pad = self.tokenizer.convert_tokens_to_ids(AUDIO_PAD)
+        # As transformers' prepare_forced_aligner_inputs: one user turn of the audio and each word,
+        # rendered by the checkpoint's template; the aligner's own format where it has none.
+        content = [{"type": "audio"}] + [{"type": "text", "text": w} for w in words]
+        before, after = render_around_audio(self.tokenizer, [{"role": "user", "content": content}]) or (
+            "<|audio_start|>", "<|audio_end|>" + "".join(w + TIMESTAMP * 2 for w in words))
+        head = self.tokenizer.encode(before, add_special_tokens=False)
+        tail = self.tokenizer.encode(after, add_special_tokens=False)
+        return Request(prompt_ids=head + [pad] * n_audio + tail, audio_start=len(head),
+                       features=log_mel(samples), num_audio_tokens=n_audio, max_new_tokens=1, kind="align",
+                       duration=len(samples) / SAMPLE_RATE)
+
+    def submit(self, samples: np.ndarray, words: list[str]) -> Request:
+        req = self.make_request(samples, words)
+        req.result = []
+        self.scheduler.add(req)
+        return req
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self) -> None:
+        for req in [r for r in self.scheduler.waiting + self.scheduler.running if r.cancelled]:
+            self.scheduler.release(req)
+            req.state, req.finish_reason = RequestState.FINISHED, "cancelled"
+        rows = self.scheduler.schedule()
+        if not rows:
+            return
+        try:
+            self.runner.run(rows, self.config.timestamp_token_id)
+            self.scheduler.postprocess(rows, {})
+        except Exception as e:  # fail these alignments only; the aligner stays usable
+            for row in rows:
+                self.scheduler.release(row.request)
+                row.request.state, row.request.error = RequestState.FINISHED, f"aligner step failed: {e}"
+
+    def times(self, request: Request) -> list[int]:
+        """Repaired milliseconds at each timestamp token of a finished request."""
+        ms = [float(c) * self.config.timestamp_segment_ms for c in request.result]
+        return fix_timestamps(ms)
+
+    def align(self, audio, text: str, *, language=None) -> list[Word]:
+        """Words of ``text`` with their times in ``audio`` (seconds, rounded to ms)."""
+        samples = as_samples(audio)
+        words = split_words(text, language)
+        if not words:
+            return []
+        req = self.submit(samples, words)
+        while not req.finished:
+            self.step()
+        if req.error:
+            raise RuntimeError(req.error)
+        ms = self.times(req)
+        return [Word(w, round(ms[2 * i] / 1000.0, 3), round(ms[2 * i + 1] / 1000.0, 3)) for i, w in enumerate(words)]

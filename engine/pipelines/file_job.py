@@ -1,0 +1,207 @@
+"""A queued file: decoded block by block, cut into speech chunks, transcribed inside engine steps.
+
+The engine calls ``advance()`` once per step, so decoding a long file never
+blocks the step loop for long, and only the chunks in flight hold samples: a
+two-hour file does not need all its samples in memory at once.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from engine.network.features import SAMPLE_RATE
+from engine.text.types import Segment
+
+_job_ids = itertools.count(1)
+
+
+class FileJob:
+    """One file in the engine's queue. Read ``state``, ``progress``, ``transcript``, ``error``."""
+
+    def __init__(self, engine, source, *, language=None, context: str = "", word_timestamps: bool = False,
+                 priority: int = 0, max_chunk_seconds: float | None = None, use_vad: bool = True,
+                 block_seconds: float = 30.0, samples: np.ndarray | None = None):
+        from engine.text.prompt import language_name
+
+        self.id = next(_job_ids)
+        self.engine = engine
+        self.source = str(source)
+        self.language = language_name(language)     # raises ValueError early for unknown languages
+        self.context = context
+        self.word_timestamps = word_timestamps
+        self.priority = priority
+        self.use_vad = use_vad
+        self.max_chunk_seconds = max_chunk_seconds or (180.0 if word_timestamps and engine.aligner else 30.0)
+        self.block_seconds = block_seconds
+        self._samples = samples            # audio already in memory (float32 16 kHz), else decode source
+        self.state = "queued"
+        self.duration: float | None = None
+        self.transcript = None
+        self.error: str | None = None
+        self.started_at: float | None = None
+        self._blocks = None
+        self._chunker = None
+        self._decoded = 0                  # samples decoded so far
+        self._done_decoding = False
+        self._inflight: list[tuple[int, int, np.ndarray, object]] = []   # (start, end, samples, request)
+        self._align: list[tuple[Segment, object]] = []
+        self._segments: list[Segment] = []
+        self._transcribed = 0              # samples of finished chunks
+
+    # ------------------------------------------------------------------ public
+    @property
+    def progress(self) -> float:
+        if self.state == "done":
+            return 1.0
+        if not self.duration:
+            return 0.0
+        total = self.duration * SAMPLE_RATE
+        return min(0.99, 0.1 * self._decoded / total + 0.9 * self._transcribed / total)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
+
+    @property
+    def busy(self) -> bool:
+        """Whether the engine still has work for this file."""
+        return not self.finished
+
+    def cancel(self) -> None:
+        if self.finished:
+            return
+        for *_, req in self._inflight:
+            req.cancel()
+        for _, req in self._align:
+            req.cancel()
+        self._close_blocks()
+        self.state = "cancelled"
+
+    # ------------------------------------------------------------ engine side
+    def advance(self) -> None:
+        """Bounded work for one engine step; failures fail this job alone."""
+        if self.finished:
+            return
+        try:
+            if self.state == "queued":
+                self._open()
+            if not self._done_decoding:
+                self._decode_one_block()
+            self._collect()
+            if self._done_decoding and not self._inflight and not self._align:
+                self._finish()
+        except Exception as e:  # a broken file fails alone; the queue goes on
+            self.fail(str(e) if self.source in str(e) else f"{self.source}: {e}")
+
+    def fail(self, message: str) -> None:
+        for *_, req in self._inflight:
+            req.cancel()
+        for _, req in self._align:
+            req.cancel()
+        self._close_blocks()
+        self.error, self.state = message, "failed"
+
+    def _open(self) -> None:
+        from engine.audio.decode import audio_info, stream_audio
+
+        self.state, self.started_at = "running", time.monotonic()
+        if self._samples is not None:
+            arr, step = self._samples, int(self.block_seconds * SAMPLE_RATE)
+            self.duration = len(arr) / SAMPLE_RATE
+            self._blocks = iter([arr[i:i + step] for i in range(0, len(arr), step)])
+        else:
+            self.duration = audio_info(self.source).duration
+            self._blocks = iter(stream_audio(self.source, block_seconds=self.block_seconds))
+        if self.use_vad:
+            from engine.audio.vad import SpeechDetector
+            from engine.audio.vad_stream import StreamingChunker
+
+            self._chunker = StreamingChunker(SpeechDetector.shared(), max_chunk_s=self.max_chunk_seconds)
+        else:
+            self._pending_audio = []
+
+    def _decode_one_block(self) -> None:
+        block = next(self._blocks, None)
+        if block is None:
+            self._done_decoding = True
+            self._close_blocks()
+            if self._decoded == 0:
+                raise ValueError(f"{self.source}: contains no audio samples")
+            self.duration = self._decoded / SAMPLE_RATE
+            chunks = self._chunker.finish() if self._chunker else self._quiet_point_chunks()
+        else:
+            self._decoded += len(block)
+            if self._chunker:
+                chunks = self._chunker.push(block)
+            else:
+                self._pending_audio.append(block)
+                chunks = []
+        for chunk, samples in chunks:
+            self._submit_chunk(chunk.start, chunk.end, samples)
+
+    def _quiet_point_chunks(self):
+        from engine.audio.chunking import split_at_quiet_points
+        from engine.audio.vad import Chunk
+
+        audio = np.concatenate(self._pending_audio) if self._pending_audio else np.zeros(0, np.float32)
+        self._pending_audio = []
+        return [(Chunk(a, b), audio[a:b]) for a, b in split_at_quiet_points(audio, self.max_chunk_seconds)]
+
+    def _submit_chunk(self, start: int, end: int, samples: np.ndarray) -> None:
+        req = self.engine.submit(samples, language=self.language, context=self.context, priority=self.priority)
+        self._inflight.append((start, end, samples if self.word_timestamps else None, req))
+
+    def _collect(self) -> None:
+        still = []
+        for start, end, samples, req in self._inflight:
+            if not req.finished:
+                still.append((start, end, samples, req))
+                continue
+            if req.error:
+                raise RuntimeError(req.error)
+            self._transcribed += end - start
+            language, text = self.engine.decode(req)
+            if not text:
+                continue
+            seg = Segment(start=start / SAMPLE_RATE, end=end / SAMPLE_RATE, text=text, language=language)
+            self._segments.append(seg)
+            if self.word_timestamps and self.engine.aligner is not None:
+                from engine.text.words import submit_alignment
+
+                req_align = submit_alignment(self.engine.aligner, samples, seg)
+                if req_align is not None:
+                    self._align.append((seg, req_align))
+        self._inflight = still
+        pending = []
+        for seg, req in self._align:
+            if not req.finished:
+                pending.append((seg, req))
+                continue
+            if req.error:
+                raise RuntimeError(req.error)
+            from engine.text.words import words_from_alignment
+
+            seg.words = words_from_alignment(self.engine.aligner, req, seg)
+        self._align = pending
+
+    def _finish(self) -> None:
+        from engine.text.transcript import make_transcript
+        from engine.text.words import words_note
+
+        self._segments.sort(key=lambda s: s.start)
+        note = words_note(self.engine, self._segments) if self.word_timestamps else ""
+        self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
+        self.state = "done"
+
+    def _close_blocks(self) -> None:
+        close = getattr(self._blocks, "close", None)
+        if close:
+            close()
+        self._blocks = iter(())
+
+
+def array_job(engine, samples: np.ndarray, name: str = "<array>", **kwargs) -> FileJob:
+    """A FileJob over samples already in memory (float32 mono 16 kHz)."""
+    return FileJob(engine, name, samples=samples, **kwargs)

@@ -1,0 +1,391 @@
+"""Live transcription of a stream of samples: committed segments plus a tentative tail.
+
+Silero VAD (``UtteranceTracker``) splits the stream into utterances. While one
+is open, every ``update_interval`` seconds of *stream* time (counted in
+samples, so the result does not depend on playback speed) only that
+utterance's audio is transcribed again as a high-priority request, giving the
+tentative text. When the utterance ends (or is cut at its quietest point once
+it runs past ``max_utterance_s``) its final pass is submitted, and its text is
+committed when that pass finishes. The official streaming re-feeds everything
+heard so far, so its cost grows without bound; here a pass never sees more than
+one utterance, and only the open utterance (plus a short pre-roll) is kept in
+memory, so the cost of an update does not depend on how long the session runs.
+
+``feed`` and ``close`` may be called from any thread; all the work happens in
+``advance``, which the engine calls once per step on its own thread.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from engine.network.features import SAMPLE_RATE
+from engine.serving.request import Request
+from engine.text.types import Segment
+
+
+@dataclass(eq=False)
+class FinalPass:
+    """One utterance's final pass: samples ``[start, end)`` of the stream, transcribed with ``context``.
+
+    ``request`` keeps the finished engine request (its ``token_ids``) so a caller
+    can reproduce the transcription offline; ``segment`` is what was committed
+    (None while pending, and for passes that produced no text).
+    """
+
+    start: int
+    end: int
+    context: str
+    request: Request
+    heard_at: int                         # stream position (samples) when the end was detected
+    preview: str = ""                     # the last tentative text, shown until the final commits
+    samples: np.ndarray | None = None     # kept only until word alignment has run
+    segment: Segment | None = None
+    align: object = None
+
+
+def _seconds(value, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
+    """A duration option as a float, or a ValueError naming it."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or (above is not None and seconds <= above) or (
+            at_least is not None and seconds < at_least):
+        bound = f"more than {above:g}" if above is not None else f"at least {at_least:g}"
+        raise ValueError(f"{name} must be {bound} seconds, got {value!r}")
+    return seconds
+
+
+def stable_prefix(previous: str, latest: str) -> str:
+    """The start two consecutive updates agree on, cut back to a whole word where words have spaces."""
+    n = len(os.path.commonprefix([previous, latest]))
+    if n < len(previous) or n < len(latest):
+        cut = latest.rfind(" ", 0, n + 1)   # the texts part inside a word: keep the words before it
+        if cut >= 0:
+            n = cut
+    return latest[:n].rstrip()
+
+
+class Stream:
+    """A live stream in an engine. Create with ``Engine.open_stream``; see the module docstring.
+
+    Read ``committed`` (segments in stream seconds; only grows), ``tentative``
+    (may change), ``stable_prefix`` (the start of the open utterance's text that
+    the last two updates agreed on), ``state`` ("listening", "closing", "done",
+    "failed", "cancelled"), ``error`` and ``finished``. ``finals`` runs parallel
+    to ``committed``: the context and request (tokens) of each segment's final pass.
+
+    Options: ``update_interval`` seconds of stream between updates of the open
+    utterance; ``max_utterance_s`` where a long utterance is cut at its quietest
+    point; ``recent_context_chars`` of committed text appended to ``context`` for
+    every pass; ``priority`` of the stream's requests in the engine;
+    ``min_silence_s`` of silence that ends an utterance; ``max_new_tokens`` per
+    pass (None: the engine's default, or a function of the pass's audio seconds);
+    ``word_timestamps`` when the engine has an aligner.
+    """
+
+    PRE_ROLL_S = 3.0   # audio kept before speech is confirmed: the VAD dates a start back this far at most
+
+    def __init__(self, engine, *, language=None, context: str = "", update_interval: float = 0.75,
+                 max_utterance_s: float = 20.0, recent_context_chars: int = 200, priority: int = 10,
+                 min_silence_s: float = 0.5, max_new_tokens: int | Callable[[float], int] | None = None,
+                 word_timestamps: bool = True, detector=None):
+        from engine.audio.vad import SpeechDetector
+        from engine.audio.vad_stream import UtteranceTracker
+        from engine.text.prompt import language_name
+
+        update_interval = _seconds(update_interval, "update_interval", above=0.0)
+        max_utterance_s = _seconds(max_utterance_s, "max_utterance_s", at_least=1.0)
+        min_silence_s = _seconds(min_silence_s, "min_silence_s", above=0.0)
+        if not isinstance(recent_context_chars, int) or recent_context_chars < 0:
+            raise ValueError(f"recent_context_chars must be a non-negative integer, got {recent_context_chars!r}")
+        if not (max_new_tokens is None or callable(max_new_tokens)
+                or (isinstance(max_new_tokens, int) and max_new_tokens >= 1)):
+            raise ValueError(f"max_new_tokens must be None, at least 1, or a function of seconds, "
+                             f"got {max_new_tokens!r}")
+        if not isinstance(context, str):
+            raise ValueError(f"context must be a string, got {type(context).__name__}")
+        if not isinstance(priority, int):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
+        self.engine = engine
+        self.language = language_name(language)           # ValueError for unknown languages, here and now
+        self.context = context
+        self.update_interval = update_interval
+        self.max_utterance_s = max_utterance_s
+        self.recent_context_chars = recent_context_chars
+        self.priority = priority
+        self.max_new_tokens = max_new_tokens
+        self.word_timestamps = word_timestamps
+        self._tracker = UtteranceTracker(detector or SpeechDetector.shared(), min_silence_s=min_silence_s,
+                                         max_utterance_s=max_utterance_s)
+        self._interval = max(1, round(self.update_interval * SAMPLE_RATE))
+        self.committed: list[Segment] = []
+        self.finals: list[FinalPass] = []                  # parallel to committed
+        self.tentative = ""
+        self.stable_prefix = ""
+        self.state = "listening"
+        self.error: str | None = None
+        # Hooks for tests and benchmarks: on_request(kind, request, (start, end)) with kind "update" or
+        # "final"; on_final(final_pass) once a final pass is resolved (committed, or empty and dropped).
+        self.on_request: Callable | None = None
+        self.on_final: Callable | None = None
+        self._lock = threading.Lock()
+        self._inbox: list[np.ndarray] = []
+        self._closed = False
+        self._cancelled = False
+        self._position = 0                      # samples heard (and fed to the VAD) so far
+        self._buf = np.zeros(0, np.float32)     # samples [_buf_start, _position)
+        self._buf_start = 0
+        self._open: int | None = None           # start sample of the open utterance
+        self._next_update = 0
+        self._update: Request | None = None     # the one tentative update in flight, if any
+        self._preview = ""                      # latest update text of the open utterance
+        self._pending: list[FinalPass] = []     # submitted finals, in utterance order
+        self._recent = ""                       # the tail of the committed text, for context
+
+    # ------------------------------------------------------------ any thread
+    def feed(self, pcm) -> None:
+        """Queue float32 mono 16 kHz samples (any block size); returns at once."""
+        samples = np.array(pcm, dtype=np.float32)   # a copy: the caller may reuse its buffer
+        if samples.ndim != 1:
+            raise ValueError(f"expected mono samples as a 1-D array, got shape {samples.shape}")
+        if not np.all(np.isfinite(samples)):
+            raise ValueError("audio contains NaN or infinite samples")
+        with self._lock:
+            if self._closed or self._cancelled:
+                raise RuntimeError("feed() on a closed stream")
+            if samples.size:
+                self._inbox.append(samples)
+
+    def close(self) -> None:
+        """End of audio: the open utterance ends here; ``finished`` once every final pass is committed."""
+        with self._lock:
+            self._closed = True
+
+    def cancel(self) -> None:
+        """Stop now, dropping what is not committed; takes effect at the engine's next step."""
+        with self._lock:
+            self._cancelled = True
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
+
+    @property
+    def busy(self) -> bool:
+        """True while the stream has audio or passes the engine still has to work on."""
+        with self._lock:
+            queued = bool(self._inbox) or (self._closed and not self.finished) or self._cancelled
+        return not self.finished and (queued or self._update is not None or bool(self._pending))
+
+    @property
+    def buffered_seconds(self) -> float:
+        """Seconds of audio held in memory: the open utterance, or the pre-roll between utterances."""
+        return len(self._buf) / SAMPLE_RATE
+
+    @property
+    def duration(self) -> float:
+        """Seconds of audio processed so far."""
+        return self._position / SAMPLE_RATE
+
+    @property
+    def final_contexts(self) -> list[str]:
+        """The context each committed segment's final pass used (parallel to ``committed``)."""
+        return [f.context for f in self.finals]
+
+    # ---------------------------------------------------------- engine thread
+    def advance(self) -> None:
+        """Bounded work for one engine step: collect results, take new audio, submit passes."""
+        if self.finished:
+            return
+        with self._lock:
+            blocks, self._inbox = self._inbox, []
+            closing, cancelled = self._closed, self._cancelled
+        if cancelled:
+            self._stop("cancelled")
+            return
+        try:
+            self._collect()
+            for block in blocks:
+                self._ingest(block)
+            if closing and self.state == "listening":
+                self._flush()
+            self._collect()
+        except Exception as e:  # a failing stream stops alone; the engine and its other jobs go on
+            self._stop("failed", f"live transcription failed: {type(e).__name__}: {e}")
+            return
+        if self.state == "closing" and not self._pending:
+            self.state = "done"
+
+    def _ingest(self, block: np.ndarray) -> None:
+        """Feed the VAD in pieces of at most one update interval, so updates keep their cadence."""
+        for i in range(0, len(block), self._interval):
+            piece = block[i:i + self._interval]
+            self._buf = np.concatenate([self._buf, piece])
+            self._position += len(piece)
+            for event in self._tracker.feed(piece):
+                self._on_event(event)
+            self._maybe_update()
+            self._trim()
+
+    def _on_event(self, event: tuple) -> None:
+        kind = event[0]
+        if kind == "start":
+            self._begin(event[1])
+        elif kind == "end":
+            self._end(event[1], event[2])
+            self._open = None
+        elif kind == "cut":                     # the utterance ran too long: it ends at c, the next starts there
+            self._end(event[1], event[2])
+            self._begin(event[2])
+
+    def _begin(self, start: int) -> None:
+        self._open = max(start, self._buf_start)
+        self._next_update = self._open + self._interval
+        self._preview = self.stable_prefix = ""
+        self._publish()
+
+    def _flush(self) -> None:
+        """End of audio: close the open utterance and submit its final pass."""
+        for event in self._tracker.finish():
+            self._on_event(event)
+        self._drop_update()
+        self._open = None
+        self.state = "closing"
+
+    def _maybe_update(self) -> None:
+        """Re-transcribe the open utterance when an interval of stream time has passed."""
+        if self._open is None or self._position < self._next_update:
+            return
+        missed = (self._position - self._next_update) // self._interval + 1
+        self._next_update += missed * self._interval
+        if self._update is not None:
+            return                               # still running: skip this one rather than queue it
+        span = (self._open, self._position)
+        self._update = self._submit(span)
+        self._notify_request("update", self._update, span)
+
+    def _end(self, start: int, end: int) -> None:
+        """The utterance ``[start, end)`` is over: cancel its update, submit its final pass."""
+        self._drop_update()
+        start = max(start, self._buf_start)
+        if end - start <= 0:
+            return
+        context = self._context()
+        request = self._submit((start, end), context)
+        keep = self.word_timestamps and self.engine.aligner is not None
+        final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
+                          samples=self._slice(start, end) if keep else None)
+        self._pending.append(final)
+        self._preview = self.stable_prefix = ""
+        self._notify_request("final", request, (start, end))
+
+    def _submit(self, span: tuple[int, int], context: str | None = None) -> Request:
+        cap = self.max_new_tokens
+        if callable(cap):                        # a cap that follows the pass's audio length
+            cap = max(1, int(cap((span[1] - span[0]) / SAMPLE_RATE)))
+        return self.engine.submit(self._slice(*span), language=self.language,
+                                  context=self._context() if context is None else context,
+                                  max_new_tokens=cap, priority=self.priority)
+
+    def _drop_update(self) -> None:
+        if self._update is not None:
+            self._update.cancel()
+            self._update = None
+
+    def _slice(self, start: int, end: int) -> np.ndarray:
+        return self._buf[start - self._buf_start:end - self._buf_start].copy()
+
+    def _trim(self) -> None:
+        """Keep only the open utterance, or a short pre-roll where the next one may start."""
+        keep = self._open if self._open is not None else self._position - round(self.PRE_ROLL_S * SAMPLE_RATE)
+        if keep > self._buf_start:
+            self._buf = self._buf[keep - self._buf_start:]
+            self._buf_start = keep
+
+    def _remember(self, text: str) -> None:
+        """Keep only as much committed text as the context can use, not the whole session's."""
+        keep = 2 * self.recent_context_chars
+        self._recent = (self._recent + " " + text).strip()[-keep:] if keep else ""
+
+    def _context(self) -> str:
+        """The base context plus the last ``recent_context_chars`` characters of committed text."""
+        tail = self._recent[-self.recent_context_chars:] if self.recent_context_chars else ""
+        if len(self._recent) > len(tail) and " " in tail:
+            tail = tail[tail.index(" ") + 1:]   # don't start on half a word
+        return "\n".join(part for part in (self.context, tail) if part)
+
+    # --------------------------------------------------------------- results
+    def _collect(self) -> None:
+        """Take a finished update's text, then commit finished finals in utterance order."""
+        update = self._update
+        if update is not None and update.finished:
+            self._update = None
+            if not update.error and update.finish_reason != "cancelled":
+                _, text = self.engine.decode(update)
+                self.stable_prefix = stable_prefix(self._preview, text)
+                self._preview = text
+        while self._pending and self._resolve(self._pending[0]):
+            final = self._pending.pop(0)
+            if final.segment is not None:
+                self.committed.append(final.segment)
+                self.finals.append(final)
+                self._remember(final.segment.text)
+            if self.on_final is not None:
+                self.on_final(final)
+        self._publish()
+
+    def _resolve(self, final: FinalPass) -> bool:
+        """Advance one final pass; True once it is ready to commit (or to drop: no text)."""
+        request = final.request
+        if not request.finished:
+            return False
+        if final.segment is None and final.align is None:
+            if request.error:
+                raise RuntimeError(request.error)
+            request.audio_embeds = None          # a finished request is never recomputed: free the big part
+            language, text = self.engine.decode(request)
+            if not text:
+                return True
+            final.segment = Segment(start=final.start / SAMPLE_RATE, end=final.end / SAMPLE_RATE,
+                                    text=text, language=language)
+            if final.samples is not None:
+                from engine.text.words import submit_alignment
+
+                final.align = submit_alignment(self.engine.aligner, final.samples, final.segment)
+        if final.align is not None:
+            if not final.align.finished:
+                return False
+            if not final.align.error:            # without word times the text still commits
+                from engine.text.words import words_from_alignment
+
+                final.segment.words = words_from_alignment(self.engine.aligner, final.align, final.segment)
+            final.align = None
+        final.samples = None
+        return True
+
+    def _publish(self) -> None:
+        """Tentative text: the previews of finals not yet committed, then the open utterance's."""
+        self.tentative = " ".join(t for t in [f.preview for f in self._pending] + [self._preview] if t)
+
+    def _notify_request(self, kind: str, request: Request, span: tuple[int, int]) -> None:
+        if self.on_request is not None:
+            self.on_request(kind, request, span)
+
+    def _stop(self, state: str, error: str | None = None) -> None:
+        """Cancel everything in flight and finish in ``state``."""
+        self._drop_update()
+        for final in self._pending:
+            final.request.cancel()
+            if final.align is not None:
+                final.align.cancel()
+        self._pending = []
+        self._buf = np.zeros(0, np.float32)
+        self.tentative = self.stable_prefix = ""
+        self.error, self.state = error, state

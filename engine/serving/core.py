@@ -1,0 +1,137 @@
+"""The step loop: requests in, tokens out, one scheduled step at a time.
+
+    schedule -> run -> postprocess
+
+Queued files, aligner requests and live streams all become requests in the
+same scheduler, so one step mixes decode rows and prefill rows of them all.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.network.loading import (
+    load_network,
+    load_tokenizer,
+    resolve_device,
+    resolve_dtype,
+)
+from engine.serving.kv_cache import KVCache
+from engine.serving.request import Request, RequestOutput, RequestState
+from engine.serving.runner import ModelRunner
+from engine.serving.scheduler import Scheduler, SchedulerConfig
+
+
+class EngineCore:
+    """A loaded network with its scheduler, KV cache and runner: requests in, tokens out.
+
+    ``engine.api.Engine`` builds requests from audio on top of this; jobs (file jobs, live
+    streams) and an optional aligner are advanced once per step through the same loop.
+    """
+
+    def __init__(self, model_dir, *, device=None, dtype=None, max_batch_size: int = 64,
+                 max_prefill_rows: int = 8, max_step_tokens: int = 4096, kv_cache_bytes: int | None = None,
+                 block_size: int | None = None, pad_buckets: bool | None = None):
+        self.model_dir = str(model_dir)
+        self.torch_device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype, self.torch_device)
+        self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype)
+        self.tokenizer = load_tokenizer(model_dir)
+        on_cuda = self.torch_device.type == "cuda"
+        # CPU attention reads a row's keys in place only when they sit in one block, so
+        # CPU blocks are long; flash-attn's paged kernels want 256-slot blocks.
+        block_size = block_size or (256 if on_cuda else 1024)
+        if kv_cache_bytes is None:
+            kv_cache_bytes = self._default_cache_bytes()
+        num_blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
+        self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device)
+        self.scheduler = Scheduler(SchedulerConfig(max_batch_size, max_prefill_rows, max_step_tokens),
+                                   self.cache.allocator)
+        self.runner = ModelRunner(self.net, self.cache, self.torch_device,
+                                  pad_buckets=on_cuda if pad_buckets is None else pad_buckets)
+        self.aligner = None
+        self._requests: dict[int, Request] = {}
+        self._jobs: list = []        # FileJobs and Streams; each advances once per step
+        self._last_step_kinds: set[str] = set()
+
+    @property
+    def device(self) -> str:
+        return self.torch_device.type
+
+    @property
+    def dtype(self) -> str:
+        return str(self.torch_dtype).removeprefix("torch.")
+
+    def _default_cache_bytes(self) -> int:
+        if self.torch_device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.torch_device)
+            return int(free * 0.6)
+        return 2 << 30
+
+    # ----------------------------------------------------------------- requests
+    def add_request(self, request: Request) -> Request:
+        self._requests[request.id] = request
+        self.scheduler.add(request)
+        return request
+
+    def has_work(self) -> bool:
+        # An open live stream waiting for audio is not work: the step loop may sleep.
+        return any(job.busy for job in self._jobs) or self.scheduler.has_work() or (
+            self.aligner is not None and self.aligner.has_work())
+
+    # ---------------------------------------------------------------- the loop
+    def step(self) -> list[RequestOutput]:
+        """One engine step: schedule rows, run the model once, hand out tokens."""
+        for job in list(self._jobs):
+            job.advance()
+            if job.finished:
+                self._jobs.remove(job)
+        outputs = self._reap_cancelled()
+        if self.aligner is not None and self.aligner.has_work():
+            self.aligner.step()
+        rows = self.scheduler.schedule()
+        outputs += [RequestOutput(r, [], True, r.error) for r in self.scheduler.take_rejected()]
+        if not rows:
+            return outputs
+        before = {r.request.id: len(r.request.token_ids) for r in rows}
+        self._last_step_kinds = {r.kind for r in rows}
+        try:
+            next_tokens = self.runner.run(rows, self.config.timestamp_token_id)
+            finished = self.scheduler.postprocess(rows, next_tokens)
+        except Exception as e:  # a crash fails this step's requests only; the engine stays usable
+            return outputs + self._fail_rows(rows, e)
+        done = {r.id for r in finished}
+        for row in rows:
+            req = row.request
+            new = req.token_ids[before[req.id]:]
+            if new or req.id in done:
+                outputs.append(RequestOutput(req, new, req.id in done))
+            if req.id in done:
+                self._requests.pop(req.id, None)
+        return outputs
+
+    def _reap_cancelled(self) -> list[RequestOutput]:
+        outputs = []
+        for req in [r for r in self._requests.values() if r.cancelled and not r.finished]:
+            self.scheduler.release(req)
+            req.state, req.finish_reason = RequestState.FINISHED, "cancelled"
+            self._requests.pop(req.id, None)
+            outputs.append(RequestOutput(req, [], True))
+        return outputs
+
+    def _fail_rows(self, rows, error: Exception) -> list[RequestOutput]:
+        outputs = []
+        message = f"engine step failed: {type(error).__name__}: {error}"
+        for row in rows:
+            req = row.request
+            self.scheduler.release(req)
+            req.state, req.finish_reason, req.error = RequestState.FINISHED, "error", message
+            self._requests.pop(req.id, None)
+            outputs.append(RequestOutput(req, [], True, message))
+        return outputs
+
+    def run_until_done(self, requests: list[Request], progress=None) -> None:
+        """Step until every request in ``requests`` finished (others in the queue advance too)."""
+        while not all(r.finished for r in requests):
+            self.step()
+            if progress is not None:
+                progress(sum(r.finished for r in requests) / max(1, len(requests)))

@@ -1,0 +1,178 @@
+"""Runs a scheduled step on the model: flat inputs copied once, one decoder pass, greedy tokens.
+
+Steps can be padded to a bucket of token counts (padding tokens write no cache
+and are attended by nobody), so that on CUDA a captured graph per bucket can be
+replayed; the padding logic is the same on every device and tested on CPU.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import torch
+
+from engine.network.decoder import StepMetadata, decoder_forward
+from engine.network.encoder import encode_audio
+from engine.network.modules import Qwen3ASRNetwork
+from engine.serving.attention import attention_backend, attention_function
+from engine.serving.flash import attention_tensors
+from engine.serving.kv_cache import KVCache
+from engine.serving.scheduler import ScheduledRow
+
+DECODE_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+MIXED_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+ROW_BUCKETS = (8, 16, 32, 64, 128, 256)
+MAX_CONTEXT = 8192     # tokens one request may hold in the cache when graphs are captured
+
+
+def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
+    """The smallest bucket holding ``n``; ``n`` itself when it exceeds every bucket."""
+    i = bisect.bisect_left(buckets, n)
+    return buckets[i] if i < len(buckets) else n
+
+
+@dataclass
+class StepInputs:
+    """Flat per-step tensors: every token of every row, padded to ``padded_tokens``."""
+
+    input_ids: torch.Tensor          # [padded_tokens]
+    meta: StepMetadata
+    audio_dst: torch.Tensor          # [audio_tokens] positions in the flat batch that get audio embeddings
+    audio_src: torch.Tensor          # [audio_tokens, hidden] the embeddings
+    sample_index: torch.Tensor       # [sampling rows] flat index of each sampling row's last token
+    sample_rows: list[ScheduledRow]
+    num_tokens: int                  # real tokens before padding
+
+
+def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None,
+                      attention_rows: int | None = None) -> StepInputs:
+    """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash, triton)."""
+    ids, positions, slots, dst, src, sample_index, sample_rows = [], [], [], [], [], [], []
+    for row in rows:
+        req, offset = row.request, len(ids)
+        span = range(row.start, row.start + row.length)
+        all_ids = req.all_ids
+        ids += all_ids[row.start:row.start + row.length]
+        positions += span
+        slots += [req.block_table[p // block_size] * block_size + p % block_size for p in span]
+        a0, a1 = req.audio_start, req.audio_start + req.num_audio_tokens
+        lo, hi = max(row.start, a0), min(row.start + row.length, a1)
+        if lo < hi:  # this row feeds audio placeholders: splice in the encoder output
+            dst += range(offset + lo - row.start, offset + hi - row.start)
+            src.append(req.audio_embeds[lo - a0:hi - a0])
+        if row.sample or req.kind == "align":
+            sample_index.append(offset + row.length - 1)
+            sample_rows.append(row)
+    num_tokens = len(ids)
+    pad = max(0, (pad_to or num_tokens) - num_tokens)
+    ids += [0] * pad
+    positions += [0] * pad
+    slots += [-1] * pad
+    meta = StepMetadata(
+        positions=torch.tensor(positions, dtype=torch.long, device=device),
+        slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
+        query_lens=[r.length for r in rows],
+        context_lens=[r.start + r.length for r in rows],
+        block_tables=[r.request.block_table for r in rows],
+    )
+    if attention_rows is not None:
+        max_blocks = max(-(-MAX_CONTEXT // block_size), max((len(r.request.block_table) for r in rows), default=1))
+        meta.tensors = attention_tensors(meta.query_lens, meta.context_lens, meta.block_tables,
+                                         attention_rows, max_blocks, device,
+                                         max_query_len=pad_to or None, max_context_len=max_blocks * block_size)
+    return StepInputs(
+        input_ids=torch.tensor(ids, dtype=torch.long, device=device), meta=meta,
+        audio_dst=torch.tensor(dst, dtype=torch.long, device=device),
+        audio_src=torch.cat(src) if src else None,
+        sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
+        sample_rows=sample_rows, num_tokens=num_tokens,
+    )
+
+
+class ModelRunner:
+    """Owns the network and the KV cache; turns scheduled rows into next tokens."""
+
+    def __init__(self, net: Qwen3ASRNetwork, cache: KVCache, device: torch.device, *, pad_buckets: bool = False,
+                 cuda_graphs: bool | None = None, attention: str | None = None):
+        self.net = net
+        self.cache = cache
+        self.device = device
+        self.pad_buckets = pad_buckets
+        self.backend = attention or attention_backend(device, net.language_model.embed_tokens.weight.dtype)
+        self.attention = attention_function(self.backend)
+        self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
+        self.graphs = None
+        if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
+            from engine.serving.cuda_graphs import CudaGraphRunner
+
+            self.pad_buckets = True
+            blocks = -(-MAX_CONTEXT // cache.block_size)
+            self.graphs = CudaGraphRunner(net, cache, self.attention, max_blocks=blocks,
+                                          max_query_len=MIXED_BUCKETS[-1], max_context_len=blocks * cache.block_size,
+                                          token_buckets=DECODE_BUCKETS + MIXED_BUCKETS, row_buckets=ROW_BUCKETS)
+
+    @torch.no_grad()
+    def encode_pending(self, rows: list[ScheduledRow]) -> None:
+        """Run the encoder once for every request of this step that has no embeddings yet."""
+        todo = [r.request for r in rows if r.request.audio_embeds is None and r.request.num_audio_tokens]
+        if not todo:
+            return
+        embeds = encode_audio(self.net, [r.features.to(self.device) for r in todo])
+        for req, emb in zip(todo, embeds):
+            if emb.shape[0] != req.num_audio_tokens:
+                raise RuntimeError(f"encoder gave {emb.shape[0]} tokens, prompt has {req.num_audio_tokens}")
+            req.audio_embeds = emb
+            req.features = None  # the features are no longer needed; free them
+
+    def padded_size(self, rows: list[ScheduledRow]) -> int | None:
+        if not self.pad_buckets:
+            return None
+        n = sum(r.length for r in rows)
+        decode_only = all(r.length == 1 for r in rows)
+        return bucket_for(n, DECODE_BUCKETS if decode_only else MIXED_BUCKETS)
+
+    def embeddings(self, inputs: StepInputs) -> torch.Tensor:
+        embeds = self.net.language_model.embed_tokens(inputs.input_ids)       # [tokens, hidden]
+        if inputs.audio_src is not None:
+            embeds.index_copy_(0, inputs.audio_dst, inputs.audio_src.to(embeds.dtype))
+        return embeds
+
+    @torch.no_grad()
+    def hidden_states(self, inputs: StepInputs) -> torch.Tensor:
+        return decoder_forward(self.net, self.cache, self.embeddings(inputs), inputs.meta, self.attention)
+
+    def step_inputs(self, rows: list[ScheduledRow]) -> StepInputs:
+        rows_bucket = bucket_for(len(rows), ROW_BUCKETS) if self.tensor_metadata else None
+        return build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows), rows_bucket)
+
+    @torch.no_grad()
+    def run(self, rows: list[ScheduledRow], timestamp_token_id: int | None = None) -> dict[int, int]:
+        """Greedy next token per sampling ASR row; aligner rows get their timestamp classes appended."""
+        self.encode_pending(rows)
+        inputs = self.step_inputs(rows)
+        asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
+        has_align = any(r.request.kind == "align" for r in rows)
+        if self.graphs is not None and not has_align and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
+            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
+        else:
+            hidden = self.hidden_states(inputs)
+            logits = self.net.head(hidden.index_select(0, inputs.sample_index[asr])) if asr else None
+            self._score_alignment(rows, inputs, hidden, timestamp_token_id)
+        next_tokens: dict[int, int] = {}
+        if asr:
+            # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
+            # max returns the first maximal index like argmax, in half its time on CPU.
+            for i, token in zip(asr, logits.float().max(dim=-1).indices.tolist()):
+                next_tokens[inputs.sample_rows[i].request.id] = token
+        return next_tokens
+
+    def _score_alignment(self, rows, inputs: StepInputs, hidden: torch.Tensor, timestamp_token_id) -> None:
+        offset = 0
+        for row in rows:
+            if row.request.kind == "align":
+                ids = inputs.input_ids[offset:offset + row.length]
+                pos = (ids == timestamp_token_id).nonzero().squeeze(-1) + offset
+                if pos.numel():
+                    classes = self.net.score(hidden.index_select(0, pos)).float().argmax(dim=-1)
+                    row.request.result = (row.request.result or []) + classes.tolist()
+            offset += row.length

@@ -1,0 +1,177 @@
+"""Decides which rows run in a step: decode rows first, then prefill rows under a token budget.
+
+Priority first (the live stream), then fairness: decode rows rotate by the step
+they last ran, and a newcomer waiting behind a full decode set gets a reserved
+row, so it reaches its first token within a few steps. When cache blocks run
+out, the newest running request is preempted: its blocks go back and it is
+recomputed later from its prompt and the tokens it already has, never lost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.serving.kv_cache import BlockAllocator
+from engine.serving.request import Request, RequestState
+
+
+@dataclass
+class ScheduledRow:
+    request: Request
+    start: int          # first token of the row (== request.num_cached before the step)
+    length: int         # tokens this step feeds
+    sample: bool        # whether this row ends at the request's last token (a token is produced)
+
+    @property
+    def kind(self) -> str:
+        """'decode' (one new token), 'prefill' (the rest of a prompt) or 'chunk' (part of one)."""
+        if not self.sample:
+            return "chunk"
+        return "decode" if self.length == 1 and self.request.token_ids else "prefill"
+
+
+@dataclass
+class SchedulerConfig:
+    max_batch_size: int = 64        # rows of a decode-only step
+    max_prefill_rows: int = 8       # prefill rows in a mixed step
+    max_step_tokens: int = 2048     # tokens of one step, decode and prefill together
+    reserve_after_steps: int = 1    # a waiting request gets a row after waiting this many steps
+
+    def __post_init__(self):
+        for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, allocator: BlockAllocator):
+        self.config = config
+        self.allocator = allocator
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.step_count = 0
+        self.preemptions = 0
+        self.rejected: list[Request] = []
+
+    def add(self, request: Request) -> None:
+        request.arrival_step = self.step_count
+        request.state = RequestState.WAITING
+        self.waiting.append(request)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def release(self, request: Request) -> None:
+        """Give a request's blocks back and drop it from the queues."""
+        self.allocator.release(request.block_table)
+        request.num_cached = 0
+        if request in self.running:
+            self.running.remove(request)
+        if request in self.waiting:
+            self.waiting.remove(request)
+
+    def _reject(self, request: Request, reason: str) -> None:
+        self.release(request)
+        request.state, request.finish_reason, request.error = RequestState.FINISHED, "error", reason
+        self.rejected.append(request)
+
+    def take_rejected(self) -> list[Request]:
+        """Requests failed since the last call (they could never fit); the engine reports them."""
+        rejected, self.rejected = self.rejected, []
+        return rejected
+
+    def _preempt(self, request: Request) -> None:
+        self.preemptions += 1
+        self.release(request)
+        request.state = RequestState.WAITING
+        self.waiting.insert(0, request)
+
+    def _ensure_blocks(self, request: Request, num_tokens: int, protect: set[int], may_preempt: bool) -> bool:
+        """Grow ``request``'s block table to ``num_tokens``, preempting the newest other running
+        requests (never those in ``protect``) when ``may_preempt``."""
+        while not self.allocator.grow(request.block_table, num_tokens):
+            victims = [r for r in self.running if r.id not in protect and r is not request]
+            if not may_preempt or not victims:
+                return False
+            self._preempt(max(victims, key=lambda r: (-r.priority, r.arrival_step, r.id)))
+        return True
+
+    def schedule(self) -> list[ScheduledRow]:
+        """Rows for this step. Every returned row has its cache blocks allocated."""
+        self.step_count += 1
+        cfg = self.config
+        rows: list[ScheduledRow] = []
+        budget = cfg.max_step_tokens
+        scheduled: set[int] = set()
+        decoders = sorted((r for r in self.running if not r.in_prefill),
+                          key=lambda r: (-r.priority, r.last_scheduled_step, r.arrival_step))
+        pending = sorted(self.waiting + [r for r in self.running if r.in_prefill],
+                         key=lambda r: (-r.priority, r.arrival_step, r.id))
+        decode_cap = cfg.max_batch_size
+        if len(decoders) >= decode_cap and any(
+                self.step_count - r.arrival_step >= cfg.reserve_after_steps for r in pending):
+            decode_cap -= 1  # a reserved row keeps newcomers from starving behind a full decode set
+        for req in decoders:
+            if len(rows) >= decode_cap or budget < 1:
+                break
+            if req.state is not RequestState.RUNNING:
+                continue  # preempted earlier in this step
+            if self._ensure_blocks(req, req.num_tokens, scheduled, may_preempt=True):
+                rows.append(ScheduledRow(req, req.num_cached, 1, True))
+                scheduled.add(req.id)
+                budget -= 1
+            else:
+                self._preempt(req)  # nothing left to take from: recompute it later
+        prefill_rows = 0
+        for req in pending:
+            if budget < 1 or prefill_rows >= cfg.max_prefill_rows or len(rows) >= max(cfg.max_batch_size, 1):
+                break
+            if req.state is RequestState.FINISHED or req.id in scheduled:
+                continue
+            length = min(req.num_tokens - req.num_cached, budget)
+            lowest = min((r.priority for r in self.running if r.id not in scheduled), default=req.priority)
+            if not self._ensure_blocks(req, req.num_cached + length, scheduled, may_preempt=req.priority > lowest):
+                capacity = self.allocator.num_blocks * self.allocator.block_size
+                if req.num_tokens > capacity:  # it can never run: fail it alone, the rest go on
+                    self._reject(req, f"the clip needs {req.num_tokens} tokens of cache, more than the whole "
+                                      f"cache holds ({capacity}); raise the KV cache budget or shorten the clip")
+                continue
+            if req in self.waiting:
+                self.waiting.remove(req)
+                req.state = RequestState.RUNNING
+                self.running.append(req)
+            rows.append(ScheduledRow(req, req.num_cached, length, req.num_cached + length == req.num_tokens))
+            scheduled.add(req.id)
+            budget -= length
+            prefill_rows += 1
+        for row in rows:
+            row.request.last_scheduled_step = self.step_count
+        return rows
+
+    def postprocess(self, rows: list[ScheduledRow], next_tokens: dict[int, int]) -> list[Request]:
+        """Advance the cache counters, append sampled tokens; return the requests that finished."""
+        missing = [r.request.id for r in rows if r.sample and r.request.kind == "asr" and r.request.id not in next_tokens]
+        if missing:
+            raise RuntimeError(f"step dropped rows of requests {missing}")
+        finished = []
+        for row in rows:
+            req = row.request
+            req.num_cached = row.start + row.length
+            if not row.sample:
+                continue
+            if req.kind == "align":
+                req.finish_reason = "stop"
+            else:
+                token = next_tokens[req.id]
+                req.token_ids.append(token)
+                if req.first_token_step is None:
+                    req.first_token_step = self.step_count
+                if token in req.eos_token_ids:
+                    req.finish_reason = "stop"
+                elif len(req.token_ids) >= req.max_new_tokens:
+                    req.finish_reason = "length"
+            if req.finish_reason:
+                finished.append(req)
+        for req in finished:
+            self.release(req)
+            req.state = RequestState.FINISHED
+        return finished

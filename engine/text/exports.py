@@ -1,0 +1,289 @@
+"""Exporters: a transcript as SRT, WebVTT, JSON or plain text, and safe file writing.
+
+Each ``to_*`` function is pure: it takes a :class:`~engine.text.types.Transcript`
+and returns the file content as a string. ``export`` renders one format and
+writes it atomically, so an existing file is never left half written.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import json
+import math
+import os
+import re
+import secrets
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.text.cues import CueOptions, build_cues, clean_text, glue, words_by_line
+from engine.text.types import Transcript
+
+
+class ExportError(OSError):
+    """A file could not be written; the message names the path and the reason."""
+
+    def __init__(self, path, reason: str, code: int | None = None):
+        self.message = f"cannot write {path}: {reason}"
+        super().__init__(self.message)
+        self.path = str(path)
+        self.filename = str(path)
+        self.reason = reason
+        self.errno = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One output format: its file extension, a label for menus, and its renderer."""
+
+    ext: str
+    label: str
+    render: Callable[..., str]
+
+
+def format_timestamp(seconds: float, sep: str = ".") -> str:
+    """``HH:MM:SS.mmm`` (``sep=","`` gives the SRT form); negatives and NaN give zero."""
+    seconds = seconds if isinstance(seconds, (int, float)) and math.isfinite(seconds) else 0.0
+    ms = int(round(max(0.0, seconds) * 1000))
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs, ms = divmod(ms, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}{sep}{ms:03d}"
+
+
+def escape_vtt(text: str) -> str:
+    """Escape the characters WebVTT cue text reserves: ``&``, ``<`` and ``>``."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_srt(transcript: Transcript, options: CueOptions | None = None) -> str:
+    """SubRip subtitles: numbered cues with ``HH:MM:SS,mmm`` times."""
+    blocks = []
+    for n, cue in enumerate(build_cues(transcript, options), 1):
+        times = f"{format_timestamp(cue.start, ',')} --> {format_timestamp(cue.end, ',')}"
+        blocks.append(f"{n}\n{times}\n{cue.text}\n")
+    return "\n".join(blocks)
+
+
+def _karaoke_lines(cue) -> list[str]:
+    """Cue lines with a ``<HH:MM:SS.mmm>`` timestamp before every word but the first."""
+    by_line = words_by_line(cue) if cue.words else None
+    if by_line is None:
+        return [escape_vtt(line) for line in cue.lines]
+    lines, last, prev = [], cue.start, None
+    for words in by_line:
+        parts = []
+        for i, word in enumerate(words):
+            text = escape_vtt(word.text)
+            if prev is not None:
+                last = min(max(word.start, last), cue.end)
+                text = f"<{format_timestamp(last)}>{text}"
+            parts.append((glue(words[i - 1].text, word.text) if i else "") + text)
+            prev = word
+        lines.append("".join(parts))
+    return lines
+
+
+def to_vtt(transcript: Transcript, options: CueOptions | None = None,
+           karaoke: bool = False) -> str:
+    """WebVTT subtitles; ``karaoke=True`` adds per-word timestamps inside each cue."""
+    blocks = ["WEBVTT\n"]
+    for cue in build_cues(transcript, options):
+        lines = _karaoke_lines(cue) if karaoke else [escape_vtt(line) for line in cue.lines]
+        times = f"{format_timestamp(cue.start)} --> {format_timestamp(cue.end)}"
+        blocks.append(times + "\n" + "\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def _sec(value) -> float | None:
+    """Seconds rounded to the millisecond, or None for a missing or non-finite time."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def to_json(transcript: Transcript) -> str:
+    """The whole transcript as indented JSON, segments with their nested words."""
+    data = {
+        "text": transcript.text,
+        "language": transcript.language,
+        "duration": _sec(transcript.duration),
+        "model": transcript.model,
+        "words_note": transcript.words_note,
+        "segments": [
+            {
+                "start": _sec(seg.start), "end": _sec(seg.end), "text": seg.text,
+                "language": seg.language,
+                "words": [{"text": w.text, "start": _sec(w.start), "end": _sec(w.end)}
+                          for w in seg.words],
+            }
+            for seg in transcript.segments
+        ],
+    }
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def to_txt(transcript: Transcript, timestamps: bool = False) -> str:
+    """Plain text, one segment per line; ``timestamps=True`` prefixes ``[start --> end]``."""
+    lines = []
+    for seg in transcript.segments:
+        text = clean_text(seg.text)
+        if not text:
+            continue
+        if timestamps:
+            text = f"[{format_timestamp(seg.start)} --> {format_timestamp(seg.end)}] {text}"
+        lines.append(text)
+    if not transcript.segments and clean_text(transcript.text):
+        text = clean_text(transcript.text)
+        if timestamps:
+            text = f"[{format_timestamp(0.0)} --> {format_timestamp(transcript.duration)}] {text}"
+        lines.append(text)
+    return "".join(line + "\n" for line in lines)
+
+
+FORMATS: dict[str, ExportFormat] = {
+    "srt": ExportFormat("srt", "SubRip subtitles (.srt)", to_srt),
+    "vtt": ExportFormat("vtt", "WebVTT subtitles (.vtt)", to_vtt),
+    "json": ExportFormat("json", "JSON with word times (.json)", to_json),
+    "txt": ExportFormat("txt", "Plain text (.txt)", to_txt),
+}
+
+
+def _format(fmt: str) -> ExportFormat:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return FORMATS[fmt]
+
+
+def render(transcript: Transcript, fmt: str, options: CueOptions | None = None, *,
+           karaoke: bool = False, timestamps: bool = False) -> str:
+    """The content of one format: cue options apply to srt/vtt, ``karaoke`` to vtt,
+    ``timestamps`` to txt."""
+    _format(fmt)
+    if fmt == "srt":
+        return to_srt(transcript, options)
+    if fmt == "vtt":
+        return to_vtt(transcript, options, karaoke=karaoke)
+    if fmt == "json":
+        return to_json(transcript)
+    return to_txt(transcript, timestamps=timestamps)
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "disk full (no space left on device)"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"permission denied, the folder may be read-only ({exc.strerror or exc})"
+    return exc.strerror or str(exc)
+
+
+def write_atomic(path, text: str) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` through a temp file in the same folder.
+
+    The old file stays intact if anything fails, and the temp file is removed.
+
+    Raises:
+        ExportError: the folder is not writable, the disk is full, and so on;
+            the message names the path.
+        UnicodeEncodeError: ``text`` holds characters UTF-8 cannot encode
+            (nothing is written then).
+    """
+    path = Path(path)
+    data = text.encode("utf-8")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except OSError as exc:
+        raise ExportError(path, _reason(exc), exc.errno) from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise ExportError(path, _reason(exc), exc.errno) from exc
+        raise
+    return path
+
+
+_ILLEGAL = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+             *(f"LPT{i}" for i in range(1, 10))}
+_PLACEHOLDERS = ("stem", "ext", "date", "lang")
+
+
+def _safe(text: str) -> str:
+    return " ".join(_ILLEGAL.sub("", str(text)).split())
+
+
+def render_filename(template: str, *, stem: str, fmt: str, date=None,
+                    language: str | None = None) -> str:
+    """A file name from ``template`` such as ``"{date}_{stem}_{lang}.{ext}"``.
+
+    Placeholders: ``{stem}``, ``{ext}`` (from ``fmt``), ``{date}`` (YYYY-MM-DD;
+    today when None) and ``{lang}`` ("und" when unknown). Characters illegal in
+    file names are stripped.
+
+    Raises:
+        ValueError: an unknown placeholder, a malformed template or an unknown format.
+    """
+    ext = _format(fmt).ext
+    if date is None:
+        date = _dt.date.today()
+    if isinstance(date, (_dt.date, _dt.datetime)):
+        date = date.strftime("%Y-%m-%d")
+    values = {"stem": _safe(stem)[:150] or "transcript", "ext": ext,
+              "date": _safe(date), "lang": _safe(language or "") or "und"}
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"malformed file name template {template!r}: {exc}") from None
+    out = []
+    for literal, name, spec, conversion in parts:
+        out.append(_ILLEGAL.sub("", literal))
+        if name is None:
+            continue
+        if name not in values or spec or conversion:
+            raise ValueError(f"unknown placeholder {{{name}}} in file name template "
+                             f"{template!r}; use {', '.join('{%s}' % p for p in _PLACEHOLDERS)}")
+        out.append(values[name])
+    name = "".join(out).strip().rstrip(". ")
+    if not name:
+        raise ValueError(f"file name template {template!r} gives an empty name")
+    if name.split(".")[0].upper() in _RESERVED:
+        name = "_" + name
+    return name
+
+
+def export(transcript: Transcript, fmt: str, out_dir, stem: str,
+           options: CueOptions | None = None, *, template: str = "{stem}.{ext}",
+           karaoke: bool = False, timestamps: bool = False, date=None) -> Path:
+    """Render one format and write it atomically into ``out_dir``; returns the path.
+
+    Raises:
+        ValueError: unknown format or bad template.
+        ExportError: the folder cannot be created or the file cannot be written.
+    """
+    text = render(transcript, fmt, options, karaoke=karaoke, timestamps=timestamps)
+    name = render_filename(template, stem=stem, fmt=fmt, date=date,
+                           language=transcript.language)
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(out_dir, _reason(exc), exc.errno) from exc
+    return write_atomic(out_dir / name, text)

@@ -1,0 +1,1 @@
+"""Finding and downloading Qwen3-ASR checkpoints: a service of the CLI and the app, not of the engine."""

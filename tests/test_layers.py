@@ -1,0 +1,148 @@
+"""The package layout is the architecture: each layer imports only the layers below it.
+
+    engine.errors                     base: imports nothing from the project
+    engine.network   (+ kernels)      the network: config, weights, features, encoder, decoder
+    engine.audio                      audio in: decoding, live sources, VAD, chunking
+    engine.text                       text out: prompts, words, transcript types, cues, exports
+    engine.serving                    the step loop over the network
+    engine.pipelines                  file jobs, live streams, the aligner, over all of the above
+    engine.api, engine (package)      the public API
+    modelhub                          checkpoint downloads (no engine)
+    cli                               the command line: engine + modelhub
+    app                               the Qt UI: engine's public modules, modelhub, app
+
+Every import counts, also those inside functions (lazy imports still couple modules).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "kernels", "modelhub", "cli", "app")
+
+# layer -> the layers (besides itself) it may import
+ALLOWED = {
+    "engine.errors": set(),
+    "kernels": set(),
+    "engine.network": {"engine.errors", "kernels"},
+    "engine.audio": {"engine.errors"},
+    "engine.text": {"engine.errors"},
+    "engine.serving": {"engine.errors", "engine.network", "kernels"},
+    "engine.pipelines": {"engine.errors", "engine.network", "engine.audio", "engine.text", "engine.serving",
+                         "kernels"},
+    "engine.api": {"engine.errors", "engine.network", "engine.audio", "engine.text", "engine.serving",
+                   "engine.pipelines", "engine"},
+    "engine": {"engine.errors", "engine.text", "engine.api", "engine.serving", "engine.pipelines"},
+    "modelhub": set(),
+    "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.network", "modelhub"},
+    "app": {"engine", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str | None:
+    for layer in sorted(ALLOWED, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """Project modules that ``module`` imports anywhere in its file."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for name in names:
+            # the longest project module the name refers to (a submodule, else its package)
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    known = set(modules)
+    return {m: imports_of(m, p, known) for m, p in modules.items()}
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in project_modules() if layer_of(m) is None] == []
+
+
+def test_no_layer_imports_a_layer_above_it():
+    bad = []
+    for module, deps in import_graph().items():
+        layer = layer_of(module)
+        for dep in deps:
+            dep_layer = layer_of(dep)
+            if dep_layer != layer and dep_layer not in ALLOWED[layer]:
+                bad.append(f"{module} imports {dep}")
+    assert bad == []
+
+
+def test_engine_imports_no_ui_and_no_downloads():
+    for module, path in project_modules().items():
+        if not module.startswith("engine"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(n.split(".")[0] in ("PySide6", "PyQt6", "app", "cli", "modelhub") for n in names), module
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    # a package's __init__ importing its own submodules lazily is not a cycle between files
+    cycles = [c for c in cycles if not all(m == c[0] or m.startswith(c[0] + ".") or c[0].startswith(m + ".")
+                                           for m in c)]
+    assert cycles == []
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """The walk finds imports inside functions and resolves relative ones."""
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from ..serving import core\n    import engine.pipelines.aligner\n")
+    known = {"engine.serving", "engine.serving.core", "engine.pipelines.aligner"}
+    assert imports_of("engine.network.m", src, known) == {"engine.serving", "engine.serving.core",
+                                                         "engine.pipelines.aligner"}
