@@ -12,22 +12,20 @@ chunks whose times are shared out by character count. Text without spaces
 from __future__ import annotations
 
 import math
-import unicodedata
 from dataclasses import dataclass, field
 
-from engine.text.types import Transcript, Word
-
-SENTENCE_END = frozenset(".!?。！？…‼⁇⁈⁉؟")
-CLAUSE_END = frozenset(",;:，、；：—–")
-CLOSERS = frozenset("\"'”’»)]}」』》）】")
-PAUSE_BREAK = 0.5  # seconds of silence after a word that count as a clause break
-_NO_SPACE_BEFORE = frozenset(",.!?;:)]}%…")
-_CJK_RANGES = (
-    (0x2E80, 0x2FDF), (0x3000, 0x303F), (0x3040, 0x30FF), (0x3100, 0x312F),
-    (0x31A0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
-    (0xFF00, 0xFFEF), (0x20000, 0x3134F),
+from engine.text.joining import (
+    BREAK_CLAUSE,
+    BREAK_PLAIN,
+    BREAK_SENTENCE,
+    PAUSE_BREAK,
+    break_score,
+    clean_text,
+    glue,
+    is_cjk,
+    split_cjk,
 )
-_SENTENCE, _CLAUSE, _PLAIN = 3, 2, 1
+from engine.text.types import Transcript, Word
 
 
 @dataclass
@@ -98,58 +96,7 @@ class _Tok:
     seg: int
     timed: bool
     glue: str = " "
-    score: int = _PLAIN
-
-
-def is_cjk(ch: str) -> bool:
-    """Whether ``ch`` belongs to a script written without spaces (Chinese, Japanese)."""
-    code = ord(ch)
-    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
-
-
-def clean_text(text: str) -> str:
-    """Collapse whitespace to single spaces and drop control and surrogate characters."""
-    text = " ".join(str(text).split())
-    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cs"))
-
-
-def glue(prev: str, text: str) -> str:
-    """The separator between two adjacent words: a space, or nothing around CJK."""
-    if not prev or not text:
-        return ""
-    if is_cjk(prev[-1]) or is_cjk(text[0]) or text[0] in _NO_SPACE_BEFORE:
-        return ""
-    return " "
-
-
-def split_cjk(text: str) -> list[str]:
-    """Split space-less text into one piece per CJK character.
-
-    Punctuation sticks to the character before it, opening brackets to the
-    one after, and runs of Latin letters or digits stay whole.
-    """
-    pieces: list[str] = []
-    stick = False
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if stick or (pieces and cat.startswith("P") and cat not in ("Ps", "Pi")):
-            pieces[-1] += ch
-        elif pieces and not is_cjk(ch) and not is_cjk(pieces[-1][-1]):
-            pieces[-1] += ch
-        else:
-            pieces.append(ch)
-        stick = cat in ("Ps", "Pi")
-    return pieces
-
-
-def break_score(text: str) -> int:
-    """How good a cue break after this word is: sentence end, clause end, or plain."""
-    core = text.rstrip("".join(CLOSERS))
-    if core and core[-1] in SENTENCE_END:
-        return _SENTENCE
-    if core and core[-1] in CLAUSE_END:
-        return _CLAUSE
-    return _PLAIN
+    score: int = BREAK_PLAIN
 
 
 def _finite(value, default: float) -> float:
@@ -196,7 +143,7 @@ def _segment_tokens(transcript: Transcript, opts: CueOptions) -> list[_Tok]:
             for tok, timed in zip(seg_toks, spread):
                 tok.start, tok.end = timed.start, timed.end
         if seg_toks:
-            seg_toks[-1].score = _SENTENCE
+            seg_toks[-1].score = BREAK_SENTENCE
         toks += seg_toks
     for prev, tok in zip(toks, toks[1:]):
         if tok.timed:
@@ -221,10 +168,10 @@ def _sanitize(toks: list[_Tok], limit: float) -> None:
         floor = tok.start
     for tok, nxt in zip(toks, toks[1:]):
         tok.score = max(tok.score, break_score(tok.text))
-        if tok.score < _CLAUSE and nxt.start - tok.end >= PAUSE_BREAK:
-            tok.score = _CLAUSE
+        if tok.score < BREAK_CLAUSE and nxt.start - tok.end >= PAUSE_BREAK:
+            tok.score = BREAK_CLAUSE
     if toks:
-        toks[-1].score = _SENTENCE
+        toks[-1].score = BREAK_SENTENCE
 
 
 def _runs(toks: list[_Tok], opts: CueOptions) -> list[list[_Tok]]:
@@ -281,7 +228,7 @@ def _best_break(toks: list[_Tok]) -> int:
     """Where to cut an overfull cue: after the last clause in its second half, else at its end."""
     half = len(_join(toks)) / 2
     for j in range(len(toks), 0, -1):
-        if toks[j - 1].score >= _CLAUSE and len(_join(toks[:j])) >= half:
+        if toks[j - 1].score >= BREAK_CLAUSE and len(_join(toks[:j])) >= half:
             return j
     return len(toks)
 
@@ -291,7 +238,7 @@ def _group(run: list[_Tok], opts: CueOptions) -> list[list[_Tok]]:
     groups: list[list[_Tok]] = []
     cur: list[_Tok] = []
     for tok in run:
-        if cur and cur[-1].score == _SENTENCE:
+        if cur and cur[-1].score == BREAK_SENTENCE:
             short = (cur[-1].end - cur[0].start < opts.min_duration
                      and len(_join(cur)) < opts.max_line_chars // 2)
             if not (short and tok.start - cur[-1].end < PAUSE_BREAK and _fits(cur + [tok], opts)):

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.text.cues import CueOptions, build_cues, clean_text, glue, words_by_line
+from engine.text.cues import CueOptions, build_cues, words_by_line
+from engine.text.joining import clean_text, glue
 from engine.text.types import Transcript
 
 
