@@ -6,6 +6,7 @@ streams, word timestamps). Create one with ``engine.load``.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from engine.audio.samples import as_samples
 from engine.network.config import audio_token_count
 from engine.network.features import SAMPLE_RATE, log_mel, num_frames
+from engine.pipelines import arguments as args
 from engine.serving.core import EngineCore
 from engine.serving.request import Request
 from engine.text.prompt import (
@@ -39,7 +41,13 @@ class Engine(EngineCore):
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
                      priority: int = 0, ignore_eos: bool = False) -> Request:
+        opts = args.check_request_options(language=language, context=context, priority=priority,
+                                          max_new_tokens=max_new_tokens)
+        language, context, priority, max_new_tokens = (opts["language"], opts["context"], opts["priority"],
+                                                       opts["max_new_tokens"])
         samples = as_samples(audio)
+        if samples.size == 0:
+            raise ValueError("audio is empty (0 samples): nothing to transcribe")
         features = log_mel(samples)
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
         prompt, audio_start = build_prompt_ids(self.tokenizer, n_audio, context=context, language=language)
@@ -66,8 +74,12 @@ class Engine(EngineCore):
         """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``."""
         from engine.pipelines.file_job import FileJob, array_job
 
-        options = dict(language=language, context=context, word_timestamps=word_timestamps, priority=priority,
-                       max_chunk_seconds=max_chunk_seconds, use_vad=self.use_vad)
+        options = dict(language=args.check_language(language), context=args.check_context(context),
+                       word_timestamps=args.check_flag(word_timestamps, "word_timestamps"),
+                       priority=args.check_priority(priority),
+                       max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad)
+        if isinstance(source, bytes):
+            source = os.fsdecode(source)   # a bytes path, as os functions accept them
         if isinstance(source, (str, Path)):
             job = FileJob(self, source, **options)
         else:
@@ -79,15 +91,19 @@ class Engine(EngineCore):
         """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream."""
         from engine.pipelines.live_stream import Stream
 
-        stream = Stream(self, language=language, context=context, **options)
+        stream = Stream(self, language=args.check_language(language), context=args.check_context(context),
+                        **options)
         self._jobs.append(stream)
         return stream
 
     # ------------------------------------------------------------- conveniences
     def generate(self, audios, *, language=None, context: str = "", max_new_tokens: int | None = None) -> list[list[int]]:
         """Greedy token ids per clip, up to and including the first end token."""
-        if isinstance(audios, (str, Path, np.ndarray)):
+        if isinstance(audios, (str, bytes, Path, np.ndarray)):
             audios = [audios]
+        if not isinstance(audios, (list, tuple)) or not audios:
+            raise ValueError("audios must be a path, an array of samples, or a non-empty list of them, "
+                             f"got {audios!r:.80}")
         requests = [self.submit(a, language=language, context=context, max_new_tokens=max_new_tokens)
                     for a in audios]
         self.run_until_done(requests)
@@ -103,6 +119,7 @@ class Engine(EngineCore):
     def transcribe(self, audio, *, language=None, context: str = "", word_timestamps: bool = False,
                    progress=None, max_chunk_seconds: float | None = None):
         """Transcribe a whole file or array; its speech chunks run as one batch. Returns a Transcript."""
+        args.check_progress(progress)
         job = self.submit_file(audio, language=language, context=context, word_timestamps=word_timestamps,
                                max_chunk_seconds=max_chunk_seconds)
         while not job.finished:

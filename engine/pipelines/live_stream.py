@@ -152,11 +152,9 @@ class Stream:
     # ------------------------------------------------------------ any thread
     def feed(self, pcm) -> None:
         """Queue float32 mono 16 kHz samples (any block size); returns at once."""
-        samples = np.array(pcm, dtype=np.float32)   # a copy: the caller may reuse its buffer
-        if samples.ndim != 1:
-            raise ValueError(f"expected mono samples as a 1-D array, got shape {samples.shape}")
-        if not np.all(np.isfinite(samples)):
-            raise ValueError("audio contains NaN or infinite samples")
+        from engine.audio.samples import pcm_to_float
+
+        samples = pcm_to_float(pcm, copy=True)   # a copy: the caller may reuse its buffer; int PCM scaled
         with self._lock:
             if self._closed or self._cancelled:
                 raise RuntimeError("feed() on a closed stream")
