@@ -32,22 +32,31 @@ def output_folder(settings: Settings, source_path: str) -> Path:
     return Path(configured) if configured else Path(source_path).resolve().parent
 
 
-def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice) -> Path:
-    """Write one file; raises engine.text.exports.ExportError / ValueError with a plain message."""
+def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice, *,
+               stem: str | None = None, names=None) -> Path:
+    """Write one file; raises engine.text.exports.ExportError / ValueError with a plain message.
+    ``stem``/``names`` come from one engine.text.exports.OutputNames per export run."""
     from engine.text.exports import export
 
     return export(transcript, choice.fmt, output_folder(settings, source_path),
-                  Path(source_path).stem, settings.cue_options(),
+                  stem or Path(source_path).stem, settings.cue_options(),
                   template=settings.get(S.EXPORT_TEMPLATE) or "{stem}.{ext}",
-                  karaoke=choice.karaoke, timestamps=choice.timestamps)
+                  karaoke=choice.karaoke, timestamps=choice.timestamps, names=names)
 
 
 def export_many(settings: Settings, items, choice: ExportChoice) -> tuple[list[Path], list[str]]:
-    """Export (source_path, transcript) pairs; returns written paths and error messages."""
+    """Export (source_path, transcript) pairs; returns written paths and error messages.
+    Names are unique within the export (talk.wav.srt, talk.flac.srt, ...): none replaces another."""
+    from engine.text.exports import OutputNames
+
+    items = list(items)
+    names = OutputNames([source for source, _ in items],
+                        [output_folder(settings, source) for source, _ in items])
     written, errors = [], []
-    for source_path, transcript in items:
+    for index, (source_path, transcript) in enumerate(items):
         try:
-            written.append(export_one(settings, transcript, source_path, choice))
+            written.append(export_one(settings, transcript, source_path, choice,
+                                      stem=names.stem(index), names=names))
         except (OSError, ValueError) as exc:
             errors.append(f"{Path(source_path).name}: {exc}")
     return written, errors

@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
     t.add_argument("--format", type=_formats, default=["txt"], help="comma-separated: txt,json,srt,vtt")
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace output files that already exist (default: refuse them, exit status 1)")
     t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -84,10 +86,43 @@ class ProgressBar:
             sys.stderr.write("\n")
 
 
+def plan_outputs(args):
+    """The run's inputs (each once) and its output names, before any model loads.
+
+    Returns (files, names, error): ``error`` is a message for exit status 1 when -o is
+    not a folder or when outputs exist already (without --overwrite); names are unique
+    within the run (engine.text.exports.unique_stems), so no output replaces another."""
+    from engine.text.exports import OutputNames, render_filename
+
+    if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
+        return [], None, f"-o must be a folder: {args.output_dir} is a file"
+    files, seen = [], set()
+    for name in args.files:
+        key = str(Path(name).resolve())
+        if key in seen:
+            print(f"note: {name} is given more than once; it is transcribed once", file=sys.stderr)
+            continue
+        seen.add(key)
+        files.append(name)
+    out_dirs = [args.output_dir or Path(f).parent for f in files]
+    names = OutputNames(files, out_dirs)
+    existing = [out_dirs[i] / render_filename("{stem}.{ext}", stem=names.stem(i), fmt=fmt)
+                for i in range(len(files)) for fmt in args.format]
+    existing = [str(p) for p in existing if p.exists()]
+    if existing and not args.overwrite:
+        return files, names, ("output files exist already; pass --overwrite to replace them:\n  "
+                              + "\n  ".join(existing))
+    return files, names, None
+
+
 def transcribe_command(args) -> int:
     import engine
     from engine.text.exports import export
 
+    files, names, problem = plan_outputs(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     try:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
                           aligner=_resolve_model(args.aligner) if args.aligner else None, use_vad=not args.no_vad)
@@ -99,7 +134,7 @@ def transcribe_command(args) -> int:
               file=sys.stderr)
     words = eng.aligner is not None
     jobs = []
-    for name in args.files:
+    for name in files:
         try:
             jobs.append(eng.submit_file(name, language=args.language, context=args.context, word_timestamps=words,
                                         max_chunk_seconds=args.max_chunk_seconds))
@@ -123,10 +158,12 @@ def transcribe_command(args) -> int:
                 bar.close() if bar.enabled else None
                 print(f"error: {job.error}", file=sys.stderr)
                 continue
+            index = jobs.index(job)
             out_dir = args.output_dir or Path(job.source).parent
             for fmt in args.format:
                 try:
-                    path = export(job.transcript, fmt, out_dir, Path(job.source).stem)
+                    path = export(job.transcript, fmt, out_dir, names.stem(index), names=names,
+                                  overwrite=args.overwrite)
                     if not args.quiet:
                         print(f"wrote {path}", file=sys.stderr)
                 except OSError as e:

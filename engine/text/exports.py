@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import string
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -272,12 +273,18 @@ def render_filename(template: str, *, stem: str, fmt: str, date=None,
 
 def export(transcript: Transcript, fmt: str, out_dir, stem: str,
            options: CueOptions | None = None, *, template: str = "{stem}.{ext}",
-           karaoke: bool = False, timestamps: bool = False, date=None) -> Path:
+           karaoke: bool = False, timestamps: bool = False, date=None,
+           names: "OutputNames | None" = None, overwrite: bool = True) -> Path:
     """Render one format and write it atomically into ``out_dir``; returns the path.
+
+    ``names`` (one per run) keeps a file written earlier in the run from being
+    replaced: a second file of the same name gets `` (2)``. ``overwrite=False``
+    refuses to replace a file that is already there.
 
     Raises:
         ValueError: unknown format or bad template.
-        ExportError: the folder cannot be created or the file cannot be written.
+        ExportError: the folder cannot be created, the file cannot be written, or
+            it exists and ``overwrite`` is False.
     """
     text = render(transcript, fmt, options, karaoke=karaoke, timestamps=timestamps)
     name = render_filename(template, stem=stem, fmt=fmt, date=date,
@@ -287,4 +294,70 @@ def export(transcript: Transcript, fmt: str, out_dir, stem: str,
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(out_dir, _reason(exc), exc.errno) from exc
-    return write_atomic(out_dir / name, text)
+    path = names.claim(out_dir / name) if names is not None else out_dir / name
+    if not overwrite and path.exists():
+        raise ExportError(path, "the file already exists and was not replaced", errno.EEXIST)
+    return write_atomic(path, text)
+
+
+def unique_stems(sources, out_dirs=None) -> list[str]:
+    """A file-name stem per source, unique among sources that write into the same folder.
+
+    Names stay the source's stem (``talk``) unless two sources of one run would give
+    the same name in one folder; then, for those only, the source's extension is kept
+    (``talk.wav``, ``talk.flac``), then its folder's name is added (``talk.wav (a)``,
+    ``talk.wav (b)``), then a number (``talk (2)``: the same file twice). Each step is
+    taken only when it tells some of them apart. ``out_dirs`` defaults to each source's
+    own folder; names compare case-insensitively (Windows and macOS folders do).
+    """
+    paths = [Path(os.fsdecode(s)) for s in sources]
+    dirs = [Path(d) for d in out_dirs] if out_dirs is not None else [p.parent for p in paths]
+    stems = [p.stem or p.name for p in paths]
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, stem in enumerate(stems):
+        groups.setdefault((_folder_key(dirs[i]), stem.casefold()), []).append(i)
+    layers = (lambda p, name: p.name, lambda p, name: f"{name} ({p.parent.name or p.anchor})")
+    for members in (m for m in groups.values() if len(m) > 1):
+        pending = members
+        for layer in layers:
+            candidate = {i: layer(paths[i], stems[i]) for i in pending}
+            counts = Counter(c.casefold() for c in candidate.values())
+            if len(counts) == 1:
+                continue   # this step tells none of them apart: do not lengthen the names
+            for i in pending:
+                stems[i] = candidate[i]
+            pending = [i for i in pending if counts[candidate[i].casefold()] > 1]
+            if len(pending) < 2:
+                break
+        for n, i in enumerate(pending[1:], 2):
+            stems[i] = f"{stems[i]} ({n})"
+    return stems
+
+
+class OutputNames:
+    """The files one run (a CLI call, one export) writes: unique stems for its sources, and
+    no path handed out twice, so no output of the run replaces another."""
+
+    def __init__(self, sources=(), out_dirs=None):
+        self.sources = [str(s) for s in sources]
+        self._stems = unique_stems(self.sources, out_dirs)
+        self._claimed: set[str] = set()
+
+    def stem(self, index: int) -> str:
+        """The stem for the ``index``-th source."""
+        return self._stems[index]
+
+    def claim(self, path) -> Path:
+        """``path``, or ``name (2).ext`` ... when an earlier file of this run took it."""
+        path = Path(path)
+        candidate, n = path, 1
+        while _folder_key(candidate) in self._claimed:
+            n += 1
+            base, dot, ext = path.name.rpartition(".")
+            candidate = path.with_name(f"{base} ({n}).{ext}" if dot and base else f"{path.name} ({n})")
+        self._claimed.add(_folder_key(candidate))
+        return candidate
+
+
+def _folder_key(path) -> str:
+    return os.path.normcase(os.path.abspath(os.fsdecode(path))).casefold()
