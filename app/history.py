@@ -11,12 +11,15 @@ shared between threads.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.text.types import Transcript, Word
+
+log = logging.getLogger(__name__)
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 UNFINISHED = ("queued", "running")
@@ -68,18 +71,38 @@ class TranscriptRecord:
 
 
 class History:
-    """The history database; ``path`` defaults to ``<data dir>/history.sqlite3``."""
+    """The history database; ``path`` defaults to ``<data dir>/history.sqlite3``.
 
-    def __init__(self, path=None):
-        self.path = Path(path) if path is not None else default_history_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: autocommit, every statement is its own durable transaction.
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+    ``app.history_open.open_history`` is how the app opens it: a damaged, locked or
+    unwritable database there gives a working History and a message instead of an error.
+    ``persistent`` is False for a history kept in memory only (nothing is saved), and
+    ``unreadable`` lists the ids of stored transcripts that could not be read.
+    """
+
+    def __init__(self, path=None, *, busy_timeout: float = 10.0, connection: sqlite3.Connection | None = None):
+        self.unreadable: list[int] = []
+        self.persistent = connection is None
+        if connection is not None:   # an in-memory history (see app.history_open)
+            self.path = Path(path) if path is not None else Path(":memory:")
+            self._db = connection
+        else:
+            self.path = Path(path) if path is not None else default_history_path()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: autocommit, every statement is its own durable transaction.
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout)
+        try:
+            self._db.row_factory = sqlite3.Row
+            if connection is None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            if connection is None:   # another program's lock shows here, at open, not at the first save
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("ROLLBACK")
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         self._db.close()
@@ -130,9 +153,10 @@ class History:
                              "WHERE id = ?", (now, file_id))
 
     def get_transcript(self, file_id: int) -> Transcript | None:
+        """The stored transcript, or None when there is none or it cannot be read."""
         row = self._db.execute("SELECT json FROM transcripts WHERE file_id = ?",
                                (file_id,)).fetchone()
-        return Transcript.from_dict(json.loads(row["json"])) if row else None
+        return self._parse(file_id, row["json"]) if row else None
 
     def update_segment_text(self, file_id: int, index: int, text: str) -> Transcript:
         """Replace segment ``index``'s text, rebuild the full text, mark it edited; returns it."""
@@ -154,8 +178,22 @@ class History:
             "SELECT f.*, t.json AS tjson, t.edited AS tedited FROM files f "
             "JOIN transcripts t ON t.file_id = f.id ORDER BY f.finished_at DESC, f.id DESC"
         ).fetchall()
-        return [TranscriptRecord(_file(r), Transcript.from_dict(json.loads(r["tjson"])),
-                                 bool(r["tedited"])) for r in rows]
+        out = []
+        for r in rows:   # an unreadable row is skipped and reported; it never hides the readable ones
+            transcript = self._parse(r["id"], r["tjson"])
+            if transcript is not None:
+                out.append(TranscriptRecord(_file(r), transcript, bool(r["tedited"])))
+        return out
+
+    def _parse(self, file_id: int, data) -> Transcript | None:
+        try:
+            return Transcript.from_dict(json.loads(data))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            if file_id not in self.unreadable:
+                self.unreadable.append(file_id)
+                log.warning("history: the transcript of file %s cannot be read (%s); it is kept in the "
+                            "database but not shown", file_id, exc)
+            return None
 
     def _transaction(self):
         return _Transaction(self._db)

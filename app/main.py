@@ -67,7 +67,14 @@ def run_gui(args: argparse.Namespace, loader=None) -> int:
 
     setup_logging()
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    from app.paths import data_dir
+    from app.single_instance import start_or_hand_over
+
+    guard = start_or_hand_over(data_dir(), args.files)
+    if guard is None:   # the running app has the files now
+        return EXIT_OK
     window, client = build_app(app, args, loader)
+    guard.files_received.connect(window.receive_files)
     window.show()
     window.start()
     if args.files:
@@ -81,10 +88,11 @@ def build_app(app, args, loader=None):
     """Create settings, history, the engine thread and the main window (tests call this too)."""
     from app import settings as S
     from app.engine_client import EngineClient
-    from app.history import History
+    from app.history_open import open_history
     from app.main_window import MainWindow
     from app.paths import history_file
     from app.settings import Settings
+    from app.startup_notices import show_startup_notices
     from app.theme import apply_theme, follow_system_scheme
 
     app.setApplicationName(APP_NAME)
@@ -104,8 +112,10 @@ def build_app(app, args, loader=None):
     apply_theme(app, settings.get(S.THEME))
     follow_system_scheme(app, lambda: settings.get(S.THEME))
     client = EngineClient(loader)
-    window = MainWindow(client, History(history_file()), settings)
+    opening = open_history(history_file())   # damaged, locked or unwritable: a working history and a message
+    window = MainWindow(client, opening.history, settings)
     window.restore_geometry()
+    show_startup_notices(window, opening)
     app.aboutToQuit.connect(lambda: client.shutdown())
     return window, client
 

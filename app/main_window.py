@@ -169,6 +169,14 @@ class MainWindow(QMainWindow):
                     f"Added {len(ids)} files. " + describe_refused(collected.refused), 15000)
         return ids
 
+    def receive_files(self, paths) -> None:
+        """Files handed over by a second start of the app: come to the front and queue them."""
+        from app.single_instance import bring_to_front
+
+        bring_to_front(self)
+        if paths:
+            self.add_paths(paths)
+
     def add_files_dialog(self):
         paths, _ = QFileDialog.getOpenFileNames(self, "Add audio or video files")
         self.add_paths(paths)
@@ -370,8 +378,9 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def restore_geometry(self):
-        geometry, splitter = self.settings.raw("window/geometry"), self.settings.raw("window/splitter")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        if splitter is not None:
-            self.splitter.restoreState(splitter)
+        # raw_bytes drops hand-edited values with a log line; Qt refuses malformed states itself
+        geometry, splitter = self.settings.raw_bytes("window/geometry"), self.settings.raw_bytes("window/splitter")
+        if geometry is not None and not self.restoreGeometry(geometry):
+            self.settings.report_bad("window/geometry", geometry, "not a saved window geometry")
+        if splitter is not None and not self.splitter.restoreState(splitter):
+            self.settings.report_bad("window/splitter", splitter, "not a saved splitter state")

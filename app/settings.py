@@ -1,11 +1,15 @@
 """Typed access to the app's QSettings, with every default in one place."""
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings
 
 from app.paths import settings_file
+
+log = logging.getLogger(__name__)
 
 ORGANIZATION = "Qwen3ASR"
 APPLICATION = "Qwen3 ASR Desktop"
@@ -54,10 +58,41 @@ class Settings:
             else:
                 qsettings = QSettings(ORGANIZATION, APPLICATION)
         self.q = qsettings
+        if self.q.status() != QSettings.Status.NoError:   # a hand-edited file that does not parse
+            log.warning("settings: %s could not be read (%s); using defaults where values are missing",
+                        self.q.fileName(), self.q.status().name)
+        self._reported: set[str] = set()
 
     def get(self, key: Key):
         value = self.q.value(key.name, key.default)
-        return _convert(value, key.default)
+        converted = _convert(value, key.default)
+        if converted is _BAD:
+            self._report_bad(key.name, value, f"expected {type(key.default).__name__}")
+            return key.default
+        return converted
+
+    def raw_bytes(self, name: str) -> QByteArray | None:
+        """A stored binary value (window geometry, splitter state), or None when it is missing
+        or not binary (hand-edited): a bad value is ignored with a log line."""
+        value = self.q.value(name)
+        if value is None:
+            return None
+        if isinstance(value, (bytes, bytearray)):
+            value = QByteArray(bytes(value))
+        if not isinstance(value, QByteArray) or value.isEmpty():
+            self._report_bad(name, value, "expected a saved window state")
+            return None
+        return value
+
+    def report_bad(self, name: str, value, why: str) -> None:
+        """Log (once) that a stored value was ignored; callers that validate values themselves use it."""
+        self._report_bad(name, value, why)
+
+    def _report_bad(self, name: str, value, why: str) -> None:
+        if name not in self._reported:
+            self._reported.add(name)
+            log.warning("settings: ignored the bad value %s=%r in %s (%s); using the default",
+                        name, value, self.q.fileName(), why)
 
     def set(self, key: Key, value) -> None:
         self.q.setValue(key.name, value)
@@ -79,19 +114,28 @@ class Settings:
                           min_gap=self.get(MIN_GAP))
 
 
+_BAD = object()   # a stored value that does not convert to its key's type
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
 def _convert(value, default):
     # INI files give strings back ("true", "4"); native stores may give the real type.
     if value is None:
         return default
     if isinstance(default, bool):
         if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
+            word = value.strip().lower()
+            return True if word in _TRUE else False if word in _FALSE else _BAD
         return bool(value)
     try:
         if isinstance(default, int):
-            return int(float(value))
+            number = float(value)
+            return int(number) if math.isfinite(number) else _BAD
         if isinstance(default, float):
-            return float(value)
+            number = float(value)
+            return number if math.isfinite(number) else _BAD
     except (TypeError, ValueError):
-        return default
+        return _BAD
+    if isinstance(value, (list, dict)):   # "a, b" in an INI file reads back as a list
+        return _BAD
     return str(value)
