@@ -8,7 +8,8 @@ import torch
 from engine.errors import CheckpointError
 from engine.network.config import ModelConfig, load_config
 from engine.network.modules import LanguageModel, Qwen3ASRNetwork, sinusoid_positions
-from engine.network.weights import load_weights
+from engine.network.headers import read_checkpoint
+from engine.network.weights import check_layers, load_weights
 
 
 def resolve_device(device) -> torch.device:
@@ -75,9 +76,16 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype) -> tuple[Q
     if not model_dir.is_dir():
         raise CheckpointError(f"{model_dir}: model folder not found")
     config = load_config(model_dir)
-    with torch.device("meta"):
-        net = Qwen3ASRNetwork(config)
-    load_weights(net, model_dir, config.layout, dtype=dtype, device=device)
+    # Headers only: a config that disagrees with the weights fails here, before anything is built.
+    tensors = read_checkpoint(model_dir)
+    check_layers(config, tensors, model_dir)
+    try:
+        with torch.device("meta"):
+            net = Qwen3ASRNetwork(config)
+    except (RuntimeError, ValueError, OverflowError) as e:  # absurd sizes torch refuses even on meta
+        raise CheckpointError(f"{model_dir}: config.json sizes cannot build a network "
+                              f"({' '.join(str(e).split())[:200]})") from e
+    load_weights(net, model_dir, config.layout, dtype=dtype, device=device, tensors=tensors)
     enc, dec = config.encoder, config.decoder
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (

@@ -5,13 +5,14 @@ missing, unexpected or mis-shaped tensor is named in one clear error.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
 from engine.errors import CheckpointError
+from engine.network.config import config_dimensions
+from engine.network.headers import TensorEntry, checkpoint_files, read_checkpoint  # noqa: F401 (re-exported)
 
 # (checkpoint prefix, our prefix), first match wins.
 PREFIX_MAP = {
@@ -34,26 +35,6 @@ PREFIX_MAP = {
 IGNORED_SUFFIXES = ("positional_embedding", "rotary_emb.inv_freq")
 
 
-def checkpoint_files(model_dir: Path) -> list[Path]:
-    """The safetensors files of a checkpoint (one file or shards listed in an index)."""
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map", {})
-        files = sorted({model_dir / f for f in weight_map.values()})
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
-            raise CheckpointError(f"{model_dir}: shards listed in the index are missing: {', '.join(missing)}")
-        return files
-    files = sorted(model_dir.glob("*.safetensors"))
-    if files:
-        return files
-    if list(model_dir.glob("*.bin")) or list(model_dir.glob("*.pt")) or list(model_dir.glob("*.pth")):
-        raise CheckpointError(
-            f"{model_dir}: only pickle weights (.bin/.pt) found; they can run arbitrary code when loaded, "
-            "so we refuse them. Use the model's safetensors release.")
-    raise CheckpointError(f"{model_dir}: no .safetensors weights found")
-
-
 def _our_name(name: str, layout: str, head: str) -> str | None:
     for src, dst in PREFIX_MAP[layout]:
         if name.startswith(src):
@@ -61,39 +42,108 @@ def _our_name(name: str, layout: str, head: str) -> str | None:
     return None
 
 
-def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, device) -> None:
-    """Fill ``module`` (built on the meta device) from the checkpoint; raise CheckpointError listing all problems."""
+def check_layers(config, tensors: dict[str, TensorEntry], model_dir: Path) -> None:
+    """Every layer config.json names must be stored, and no more: checked from the headers
+    before the network is built, so a config claiming a million layers fails at once."""
+    outer = "thinker_config." if config.layout == "original" else ""
+    stored: dict[str, set[int]] = {"audio_tower.layers.": set(), "language_model.layers.": set()}
+    for name in tensors:
+        ours = _our_name(name, config.layout, "lm_head") or ""
+        for prefix, found in stored.items():
+            if ours.startswith(prefix):
+                index = ours[len(prefix):].split(".", 1)[0]
+                if index.isdigit():
+                    found.add(int(index))
+    for prefix, key, count in (("audio_tower.layers.", "audio_config.encoder_layers", config.encoder.layers),
+                               ("language_model.layers.", "text_config.num_hidden_layers", config.decoder.layers)):
+        found = stored[prefix]
+        if found == set(range(count)):
+            continue
+        have = f"layers 0-{max(found)} ({len(found)} layers)" if found == set(range(len(found))) and found \
+            else (f"layer indices {_ranges(found)}" if found else "no such layers")
+        raise CheckpointError(f"{model_dir}: config.json says {outer}{key} = {count}, but the weights hold "
+                              f"{have} under {_stored_prefix(config.layout, prefix)}")
+
+
+def _ranges(indices: set[int]) -> str:
+    out, run = [], []
+    for i in sorted(indices):
+        if run and i != run[-1] + 1:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = []
+        run.append(i)
+    out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out[:8]) + (" ..." if len(out) > 8 else "")
+
+
+def _stored_prefix(layout: str, ours: str) -> str:
+    for src, dst in PREFIX_MAP[layout]:
+        if ours.startswith(dst):
+            return src + ours[len(dst):]
+    return ours
+
+
+def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, device,
+                 tensors: dict[str, TensorEntry] | None = None) -> None:
+    """Fill ``module`` (built on the meta device) from the checkpoint; raise CheckpointError listing all problems.
+
+    Names and shapes are checked against the headers first (``tensors``, read when not
+    given), so a mismatched checkpoint fails before any tensor data is read."""
     model_dir = Path(model_dir)
+    if tensors is None:
+        tensors = read_checkpoint(model_dir)
     head = "score" if hasattr(module, "score") else "lm_head"
     shapes = {n: tuple(p.shape) for n, p in module.named_parameters()}
-    state, unexpected, mismatched = {}, [], []
-    for path in checkpoint_files(model_dir):
-        try:
-            with safe_open(str(path), framework="pt", device="cpu") as f:
-                for name in f.keys():
-                    ours = _our_name(name, layout, head)
-                    if ours is None or ours not in shapes:
-                        if not name.endswith(IGNORED_SUFFIXES):
-                            unexpected.append(name)
-                        continue
-                    tensor = f.get_tensor(name)
-                    if tuple(tensor.shape) != shapes[ours]:
-                        mismatched.append(f"{name}: checkpoint {tuple(tensor.shape)}, config expects {shapes[ours]}")
-                        continue
-                    state[ours] = tensor.to(device=device, dtype=dtype)
-        except (OSError, RuntimeError) as e:
-            raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from e
-    if "lm_head.weight" in shapes and "lm_head.weight" not in state and "language_model.embed_tokens.weight" in state:
-        # A tied head is the embedding. As in transformers, a head stored on disk wins over the
-        # flag; the original layout's configs may leave the flag out, so a missing head means tied.
-        if module.config.decoder.tie_word_embeddings or layout == "original":
-            state["lm_head.weight"] = state["language_model.embed_tokens.weight"]
-    missing = [n for n in shapes if n not in state]
+    wanted: dict[Path, list[tuple[str, str]]] = {}
+    found, misshapen, unexpected, mismatched = set(), set(), [], []
+    for name, entry in tensors.items():
+        ours = _our_name(name, layout, head)
+        if ours is None or ours not in shapes:
+            if not name.endswith(IGNORED_SUFFIXES):
+                unexpected.append(name)
+            continue
+        if entry.shape != shapes[ours]:
+            mismatched.append(f"{name}: checkpoint {entry.shape}, config expects {shapes[ours]}"
+                              + _config_hint(module.config, ours, entry.shape, shapes[ours]))
+            misshapen.add(ours)
+            continue
+        found.add(ours)
+        wanted.setdefault(entry.file, []).append((name, ours))
+    tied = "lm_head.weight" in shapes and "lm_head.weight" not in found \
+        and "language_model.embed_tokens.weight" in found \
+        and (module.config.decoder.tie_word_embeddings or layout == "original")
+    # A tied head is the embedding. As in transformers, a head stored on disk wins over the
+    # flag; the original layout's configs may leave the flag out, so a missing head means tied.
+    missing = [n for n in shapes if n not in found and n not in misshapen and not (tied and n == "lm_head.weight")]
     problems = []
-    for label, items, sep in (("missing tensors", missing, ", "), ("unexpected tensors", unexpected, ", "),
-                              ("wrong shapes", mismatched, "; ")):
+    for label, items, sep, most in (("wrong shapes", mismatched, "; ", 4), ("missing tensors", missing, ", ", 20),
+                                    ("unexpected tensors", unexpected, ", ", 20)):
         if items:
-            problems.append(f"{label}: " + sep.join(items[:20]) + (" ..." if len(items) > 20 else ""))
+            more = f" ... ({len(items)} in all)" if len(items) > most else ""
+            problems.append(f"{label}: " + sep.join(items[:most]) + more)
     if problems:
         raise CheckpointError(f"{model_dir} does not match its config.json ({layout} layout): " + " | ".join(problems))
+    state = {}
+    for path, names in wanted.items():
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as f:
+                for name, ours in names:
+                    state[ours] = f.get_tensor(name).to(device=device, dtype=dtype)
+        except (OSError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"{path.parent}: {path.name} cannot be read as safetensors "
+                                  f"({' '.join(str(e).split())[:200]})") from e
+    if tied:
+        state["lm_head.weight"] = state["language_model.embed_tokens.weight"]
     module.load_state_dict(state, strict=False, assign=True)
+
+
+def _config_hint(config, ours: str, stored: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """The config keys behind the dimensions that disagree, e.g. " (text_config.hidden_size = 1024)":
+    keys of the tensor's own part (audio or text) whose value is the expected size."""
+    section = "audio_config." if ours.startswith(("audio_tower.", "projector.")) else "text_config."
+    dims = {k: v for k, v in config_dimensions(config).items() if section in k or k == "classify_num"}
+    keys = []
+    for have, want in zip(stored, expected) if len(stored) == len(expected) else ():
+        if have != want:
+            keys += [f"{k} = {v}" for k, v in dims.items() if v == want and f"{k} = {v}" not in keys]
+    return f" ({', '.join(keys[:3])})" if keys else ""
