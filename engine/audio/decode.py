@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from engine.audio.tracks import TrackChoice, choose_audio_track
 from engine.errors import AudioLoadError
 
 SAMPLE_RATE = 16000
@@ -52,6 +54,9 @@ class AudioInfo:
     channels: int
     codec: str  # e.g. "PCM_16", "MPEG_LAYER_III", "aac", "opus"
     container: str  # e.g. "WAV", "MP3", "mov", "matroska"
+    track: int = 1  # the audio track decoded (1-based), when a file has several
+    tracks: int = 1  # audio tracks in the file
+    track_note: str = ""  # which track was used and why; empty for one track
 
 
 def is_supported(path: Union[str, os.PathLike]) -> bool:
@@ -59,7 +64,7 @@ def is_supported(path: Union[str, os.PathLike]) -> bool:
     return Path(path).suffix.lower() in SUPPORTED_EXTENSIONS
 
 
-def load_audio(source: AudioSource) -> np.ndarray:
+def load_audio(source: AudioSource, notes: list[str] | None = None) -> np.ndarray:
     """Return `source` as a contiguous float32 mono 16 kHz array.
 
     `source` is a path to an audio/video file, or an array already at 16 kHz
@@ -69,18 +74,22 @@ def load_audio(source: AudioSource) -> np.ndarray:
     """
     if not isinstance(source, (str, os.PathLike)):
         return _array_to_mono(source)
-    pieces = list(_resampled_pieces(source, _LOAD_BLOCK_SECONDS))
+    pieces = list(_resampled_pieces(source, _LOAD_BLOCK_SECONDS, notes))
     audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
-def stream_audio(path: Union[str, os.PathLike],
-                 block_seconds: float = 30.0) -> Iterator[np.ndarray]:
+def stream_audio(path: Union[str, os.PathLike], block_seconds: float = 30.0,
+                 notes: list[str] | None = None) -> Iterator[np.ndarray]:
     """Decode `path` incrementally, yielding float32 mono 16 kHz blocks.
 
     Every block holds exactly round(block_seconds * 16000) samples except the
     last, which is shorter; concatenated they equal `load_audio(path)`. Only a
     block or two is ever held in memory, so hours-long files are fine.
+
+    What a user should know about the decoding (the audio track used when a file
+    has several, a level brought back into range) is appended to ``notes``;
+    without a list it is given as a warning.
     """
     if not (isinstance(block_seconds, (int, float)) and math.isfinite(block_seconds)
             and block_seconds > 0):
@@ -88,7 +97,7 @@ def stream_audio(path: Union[str, os.PathLike],
     block_len = max(1, round(block_seconds * SAMPLE_RATE))
     pending: list[np.ndarray] = []
     pending_len = 0
-    for piece in _resampled_pieces(path, block_seconds):
+    for piece in _resampled_pieces(path, block_seconds, notes):
         pending.append(piece)
         pending_len += len(piece)
         if pending_len >= block_len:
@@ -112,14 +121,14 @@ def audio_info(path: Union[str, os.PathLike]) -> AudioInfo:
     if info is not None and info.samplerate > 0:
         return AudioInfo(info.frames / info.samplerate, int(info.samplerate),
                          int(info.channels), info.subtype, info.format)
-    rate, channels, codec, form, duration = _pyav_header(path)
+    rate, channels, codec, form, duration, choice = _pyav_header(path)
     if rate <= 0:
         raise AudioLoadError(path, f"{_NOT_AUDIO} (no sample rate)")
     if duration is None:
         # No duration in the header (some streamed containers): count samples.
         samples = sum(len(block) for _, block in _native_blocks(path, _LOAD_BLOCK_SECONDS))
         duration = samples / rate
-    return AudioInfo(duration, rate, channels, codec, form)
+    return AudioInfo(duration, rate, channels, codec, form, choice.number, choice.count, choice.note)
 
 
 def save_wav(path: Union[str, os.PathLike], audio: np.ndarray,
@@ -164,14 +173,26 @@ def _checked_path(source: Union[str, os.PathLike]) -> Path:
     if path.is_dir():
         raise AudioLoadError(path, "is a folder, not an audio file")
     try:
-        size = path.stat().st_size
+        info = path.stat()  # stat, never open: opening a FIFO blocks until a writer comes
     except OSError as exc:
         raise AudioLoadError(path, f"cannot be read ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        # /dev/zero or /dev/urandom behind a symlink would stream forever; a FIFO would block.
+        raise AudioLoadError(path, f"not a regular file ({_file_kind(info.st_mode)})")
+    size = info.st_size
     if size == 0:
         raise AudioLoadError(path, "file is empty (0 bytes)")
     if not os.access(path, os.R_OK):
         raise AudioLoadError(path, "cannot be read (permission denied)")
     return path
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a plain file"
 
 
 def _array_to_mono(source) -> np.ndarray:
@@ -200,10 +221,12 @@ def _check_finite(path, samples: np.ndarray) -> None:
         raise AudioLoadError(path, "contains NaN or infinite samples")
 
 
-def _resampled_pieces(path, block_seconds: float) -> Iterator[np.ndarray]:
-    """Native-rate mono blocks run through one streaming soxr resampler."""
+def _resampled_pieces(path, block_seconds: float, notes: list[str] | None = None) -> Iterator[np.ndarray]:
+    """Native-rate mono blocks, level-checked, run through one streaming soxr resampler."""
     resampler = None
-    for rate, block in _native_blocks(path, block_seconds):
+    level = _LevelGuard(path, notes)
+    for rate, block in _native_blocks(path, block_seconds, notes):
+        block = level.apply(block)
         if rate == SAMPLE_RATE:
             out = block
         else:
@@ -219,7 +242,43 @@ def _resampled_pieces(path, block_seconds: float) -> Iterator[np.ndarray]:
             yield tail
 
 
-def _native_blocks(path, block_seconds: float) -> Iterator[tuple[int, np.ndarray]]:
+class _LevelGuard:
+    """Brings absurd float levels back into range (speech x 1e30 would overflow the log-mel
+    power and transcribe as nothing): once a block peaks above ``MAX_PEAK`` the file is
+    scaled to peak at ``TARGET_PEAK``, the gain only ever lowered as louder blocks come."""
+
+    MAX_PEAK = 4.0      # float files may overshoot full scale a little; 12 dB over is no mastering
+    TARGET_PEAK = 0.9
+
+    def __init__(self, path, notes: list[str] | None):
+        self.path, self.notes = path, notes
+        self.gain: float | None = None
+        self.loudest = 0.0
+
+    def apply(self, block: np.ndarray) -> np.ndarray:
+        peak = float(np.max(np.abs(block))) if len(block) else 0.0
+        if self.gain is None and peak <= self.MAX_PEAK:
+            return block
+        if peak > self.loudest:
+            self.loudest = peak
+        if self.gain is None or peak * self.gain > self.TARGET_PEAK:
+            first = self.gain is None
+            self.gain = self.TARGET_PEAK / self.loudest
+            if first:
+                self._note(f"audio level out of range (samples peak at {peak:.3g}, full scale is 1); "
+                           f"normalised to peak {self.TARGET_PEAK}")
+        return (block.astype(np.float64) * self.gain).astype(np.float32)
+
+    def _note(self, text: str) -> None:
+        if self.notes is None:
+            import warnings
+
+            warnings.warn(f"{self.path}: {text}", stacklevel=4)
+        elif text not in self.notes:
+            self.notes.append(text)
+
+
+def _native_blocks(path, block_seconds: float, notes: list[str] | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (native sample rate, float32 mono block) pairs for a file.
 
     soundfile first; PyAV for MPEG audio, or when libsndfile cannot open the
@@ -257,7 +316,7 @@ def _native_blocks(path, block_seconds: float) -> Iterator[tuple[int, np.ndarray
                 yield rate, np.ascontiguousarray(block)
         if produced:
             return
-    yield from _pyav_native_blocks(path, block_seconds)
+    yield from _pyav_native_blocks(path, block_seconds, notes)
 
 
 def _open_with_pyav(path: Path):
@@ -272,14 +331,15 @@ def _ffmpeg_reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
-def _pyav_header(path: Path) -> tuple[int, int, str, str, float | None]:
-    """(rate, channels, codec, container, duration or None) of the first audio track."""
+def _pyav_header(path: Path) -> tuple[int, int, str, str, float | None, TrackChoice]:
+    """(rate, channels, codec, container, duration or None, track choice) of the audio track used."""
     container = _open_with_pyav(path)
     with container:
         if not container.streams.audio:
             raise AudioLoadError(path, "contains no audio track")
         try:
-            stream = container.streams.audio[0]
+            choice = choose_audio_track(path, container)
+            stream = container.streams.audio[choice.index]
             context = stream.codec_context
             if context is None:  # FFmpeg found a track but knows no decoder for it
                 raise AudioLoadError(path, f"{_NOT_AUDIO} (unknown audio codec)")
@@ -289,20 +349,24 @@ def _pyav_header(path: Path) -> tuple[int, int, str, str, float | None]:
             elif container.duration:
                 duration = container.duration / av.time_base
             return (int(context.sample_rate or stream.rate or 0), int(context.channels or 0),
-                    str(context.name), container.format.name.split(",")[0], duration)
+                    str(context.name), container.format.name.split(",")[0], duration, choice)
         except AudioLoadError:
             raise
         except Exception as exc:  # damaged headers surface as assorted attribute errors
             raise AudioLoadError(path, f"{_NOT_AUDIO} ({_ffmpeg_reason(exc)})") from exc
 
 
-def _pyav_native_blocks(path: Path, block_seconds: float) -> Iterator[tuple[int, np.ndarray]]:
-    """Decode the first audio track with FFmpeg, skipping undecodable packets."""
+def _pyav_native_blocks(path: Path, block_seconds: float,
+                        notes: list[str] | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Decode the chosen audio track (see engine.audio.tracks) with FFmpeg, skipping undecodable packets."""
     container = _open_with_pyav(path)
     with container:
         if not container.streams.audio:
             raise AudioLoadError(path, "contains no audio track")
-        packets = container.demux(container.streams.audio[0])
+        choice = choose_audio_track(path, container)
+        if choice.note and notes is not None and choice.note not in notes:
+            notes.append(choice.note)
+        packets = container.demux(container.streams.audio[choice.index])
         converter = None  # created from the first frame; pins rate and layout
         rate, block_frames = 0, 1
         pending: list[np.ndarray] = []
