@@ -127,7 +127,10 @@ def transcribe_command(args) -> int:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
                           aligner=_resolve_model(args.aligner) if args.aligner else None, use_vad=not args.no_vad)
     except (ValueError, RuntimeError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a model folder can break a library in any way: still one line, never a traceback
+        print(f"error: cannot load the model in {args.model}: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype} ({_hardware_note(eng)})",
@@ -169,12 +172,19 @@ def transcribe_command(args) -> int:
                 except OSError as e:
                     failed += 1
                     print(f"error: {e}", file=sys.stderr)
+            for note in job.transcript.notes:
+                print(f"note: {job.source}: {note}", file=sys.stderr)
             if args.format == ["txt"] and args.output_dir is None and not args.quiet:
                 print(job.transcript.text)
         if len(written) == len(jobs):
             break
     bar.close()
     return 1 if failed else 0
+
+
+def _one_line(error: Exception) -> str:
+    """An error message on one line (library messages may hold newlines)."""
+    return " ".join(str(error).split())
 
 
 def main(argv=None) -> int:

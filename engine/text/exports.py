@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import hashlib
 import json
 import math
 import os
@@ -119,6 +120,8 @@ def to_json(transcript: Transcript) -> str:
         "duration": _sec(transcript.duration),
         "model": transcript.model,
         "words_note": transcript.words_note,
+        "audio_track": transcript.audio_track,
+        "notes": list(transcript.notes),
         "segments": [
             {
                 "start": _sec(seg.start), "end": _sec(seg.end), "text": seg.text,
@@ -232,6 +235,26 @@ def _safe(text: str) -> str:
     return " ".join(_ILLEGAL.sub("", str(text)).split())
 
 
+# File names are at most 255 bytes (NAME_MAX) on Linux, macOS and Windows; write_atomic's
+# temp name adds 14 (".", "." + 8 hex digits + ".tmp"), so an export name keeps under 241.
+NAME_MAX_BYTES = 241
+STEM_MAX_BYTES = 150
+
+
+def safe_stem(stem: str, max_bytes: int = STEM_MAX_BYTES) -> str:
+    """``stem`` without characters illegal in file names, at most ``max_bytes`` of UTF-8.
+
+    A stem that had to be shortened ends in "~" and 8 hex digits of the full stem's hash,
+    so two long names that differ only at their ends still give different files."""
+    clean = _safe(stem) or "transcript"
+    data = clean.encode("utf-8", "surrogateescape")
+    if len(data) <= max_bytes:
+        return clean
+    tag = "~" + hashlib.sha1(data).hexdigest()[:8]
+    cut = data[:max(1, max_bytes - len(tag))].decode("utf-8", "ignore").rstrip(". ")
+    return cut + tag
+
+
 def render_filename(template: str, *, stem: str, fmt: str, date=None,
                     language: str | None = None) -> str:
     """A file name from ``template`` such as ``"{date}_{stem}_{lang}.{ext}"``.
@@ -248,7 +271,7 @@ def render_filename(template: str, *, stem: str, fmt: str, date=None,
         date = _dt.date.today()
     if isinstance(date, (_dt.date, _dt.datetime)):
         date = date.strftime("%Y-%m-%d")
-    values = {"stem": _safe(stem)[:150] or "transcript", "ext": ext,
+    values = {"stem": safe_stem(stem), "ext": ext,
               "date": _safe(date), "lang": _safe(language or "") or "und"}
     try:
         parts = list(string.Formatter().parse(template))
@@ -264,6 +287,11 @@ def render_filename(template: str, *, stem: str, fmt: str, date=None,
                              f"{template!r}; use {', '.join('{%s}' % p for p in _PLACEHOLDERS)}")
         out.append(values[name])
     name = "".join(out).strip().rstrip(". ")
+    over = len(name.encode("utf-8", "surrogateescape")) - NAME_MAX_BYTES
+    stem_bytes = len(values["stem"].encode("utf-8", "surrogateescape"))
+    if over > 0 and "{stem}" in template and stem_bytes > 16:  # a long date or language around a long stem
+        return render_filename(template, stem=safe_stem(stem, max(16, stem_bytes - over)), fmt=fmt, date=date,
+                               language=language)
     if not name:
         raise ValueError(f"file name template {template!r} gives an empty name")
     if name.split(".")[0].upper() in _RESERVED:

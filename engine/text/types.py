@@ -54,6 +54,9 @@ class Transcript:
         model: the model folder or id that produced it.
         words_note: why words carry no timestamps, when they don't (no aligner,
             unsupported language); empty when word times are present.
+        audio_track: the audio track transcribed (1-based) when the file has several.
+        notes: what a user should know about this result: the track used, audio
+            brought back into range, the model stopped for repeating itself.
     """
 
     text: str
@@ -62,6 +65,8 @@ class Transcript:
     segments: list[Segment] = field(default_factory=list)
     model: str = ""
     words_note: str = ""
+    audio_track: int | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,4 +85,5 @@ class Transcript:
             text=data.get("text", ""), language=data.get("language"),
             duration=data.get("duration", 0.0), segments=segments,
             model=data.get("model", ""), words_note=data.get("words_note", ""),
+            audio_track=data.get("audio_track"), notes=list(data.get("notes") or []),
         )
