@@ -57,6 +57,7 @@ class Engine(EngineCore):
         return Request(prompt_ids=prompt, audio_start=audio_start, features=features, num_audio_tokens=n_audio,
                        max_new_tokens=max_new_tokens or default_max_new_tokens(duration), priority=priority,
                        eos_token_ids=() if ignore_eos else self.config.eos_token_ids,
+                       repetition_guard=not ignore_eos,
                        language=language_name(language),
                        duration=duration)
 

@@ -43,7 +43,8 @@ class Request:
     state: RequestState = RequestState.WAITING
     cancelled: bool = False
     error: str | None = None
-    finish_reason: str | None = None       # "stop", "length", "cancelled", "error"
+    finish_reason: str | None = None       # "stop", "length", "repetition", "cancelled", "error"
+    repetition_guard: bool = False         # stop (keeping one copy) when the tokens loop; see serving.repetition
     result: object = None                  # aligner scores, filled on finish
     arrival_step: int = 0
     last_scheduled_step: int = -1

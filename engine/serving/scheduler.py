@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.serving.kv_cache import BlockAllocator
+from engine.serving.repetition import cut_repetition
 from engine.serving.request import Request, RequestState
 
 
@@ -169,6 +170,8 @@ class Scheduler:
                     req.finish_reason = "stop"
                 elif len(req.token_ids) >= req.max_new_tokens:
                     req.finish_reason = "length"
+                if req.repetition_guard and not req.finish_reason and cut_repetition(req.token_ids):
+                    req.finish_reason = "repetition"   # a loop: one copy kept (engine.serving.repetition)
             if req.finish_reason:
                 finished.append(req)
         for req in finished:
