@@ -145,6 +145,7 @@ class TranscriptView(QWidget):
                      f"{count} segment{'s' if count != 1 else ''}"]
             self.details.setText(" · ".join(p for p in parts if p))
             notes = [transcript.words_note] if transcript.words_note else []
+            notes += list(getattr(transcript, "notes", None) or [])   # track used, level fixed, repetition cut
             if not self.player.available:
                 notes.append(self.player.unavailable_reason)
             self.message.setText("\n".join(notes))

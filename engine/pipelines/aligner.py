@@ -83,6 +83,7 @@ class Aligner:
         if not self.config.num_labels or self.config.timestamp_token_id is None:
             raise CheckpointError(f"{aligner_dir}: not a Qwen3-ForcedAligner checkpoint (no timestamp head)")
         self.tokenizer = load_tokenizer(aligner_dir)
+        self._check_prompt_format()
         block_size = 256 if self.torch_device.type == "cuda" else 2048
         blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
         self.cache = KVCache(self.config.decoder, blocks, block_size, self.torch_dtype, self.torch_device)
@@ -93,16 +94,51 @@ class Aligner:
     def make_request(self, samples: np.ndarray, words: list[str]) -> Request:
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
         pad = self.tokenizer.convert_tokens_to_ids(AUDIO_PAD)
-        # As transformers' prepare_forced_aligner_inputs: one user turn of the audio and each word,
-        # rendered by the checkpoint's template; the aligner's own format where it has none.
-        content = [{"type": "audio"}] + [{"type": "text", "text": w} for w in words]
-        before, after = render_around_audio(self.tokenizer, [{"role": "user", "content": content}]) or (
-            "<|audio_start|>", "<|audio_end|>" + "".join(w + TIMESTAMP * 2 for w in words))
-        head = self.tokenizer.encode(before, add_special_tokens=False)
-        tail = self.tokenizer.encode(after, add_special_tokens=False)
+        head, tail = self._prompt_parts(words)
         return Request(prompt_ids=head + [pad] * n_audio + tail, audio_start=len(head),
                        features=log_mel(samples), num_audio_tokens=n_audio, max_new_tokens=1, kind="align",
                        duration=len(samples) / SAMPLE_RATE)
+
+    def _prompt_parts(self, words: list[str]) -> tuple[list[int], list[int]]:
+        """Token ids before and after the audio placeholders.
+
+        As transformers' prepare_forced_aligner_inputs: one user turn of the audio and each word,
+        rendered by the checkpoint's template; the aligner's own format where it has none. A
+        template that does not give exactly two timestamp tokens per word (it drops them, or
+        words) would misplace every time, so the raw format built from token ids is used then."""
+        content = [{"type": "audio"}] + [{"type": "text", "text": w} for w in words]
+        rendered = render_around_audio(self.tokenizer, [{"role": "user", "content": content}]) or (
+            "<|audio_start|>", "<|audio_end|>" + "".join(w + TIMESTAMP * 2 for w in words))
+        head = self.tokenizer.encode(rendered[0], add_special_tokens=False)
+        tail = self.tokenizer.encode(rendered[1], add_special_tokens=False)
+        if tail.count(self.config.timestamp_token_id) == 2 * len(words) \
+                and self.config.timestamp_token_id not in head:
+            return head, tail
+        return self._raw_prompt_parts(words)
+
+    def _raw_prompt_parts(self, words: list[str]) -> tuple[list[int], list[int]]:
+        """The aligner's raw input from ids: audio start, (audio), audio end, then each word and
+        two timestamp tokens."""
+        ts = self.config.timestamp_token_id
+        tail = [self._special_ids["<|audio_end|>"]]
+        for w in words:
+            tail += [t for t in self.tokenizer.encode(w, add_special_tokens=False) if t != ts] + [ts, ts]
+        return [self._special_ids["<|audio_start|>"]], tail
+
+    def _check_prompt_format(self) -> None:
+        """At load: the tokens the raw format needs exist, so no alignment fails on them later."""
+        self._special_ids = {}
+        vocab = self.tokenizer.get_vocab()
+        for token in ("<|audio_start|>", "<|audio_end|>", AUDIO_PAD):
+            if token not in vocab:
+                raise CheckpointError(f"{self.model_dir}: the aligner's tokenizer has no {token} token")
+            self._special_ids[token] = vocab[token]
+        ts = self.config.timestamp_token_id
+        if not 0 <= ts < self.config.decoder.vocab_size:
+            raise CheckpointError(f"{self.model_dir}: config.json timestamp_token_id {ts} is outside the "
+                                  f"vocabulary ({self.config.decoder.vocab_size} tokens)")
+        probe = ["hello", "world"]
+        self.prompt_format = "raw" if self._prompt_parts(probe) == self._raw_prompt_parts(probe) else "template"
 
     def submit(self, samples: np.ndarray, words: list[str]) -> Request:
         req = self.make_request(samples, words)

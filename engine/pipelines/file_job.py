@@ -41,6 +41,8 @@ class FileJob:
         self.transcript = None
         self.error: str | None = None
         self.started_at: float | None = None
+        self.notes: list[str] = []             # for the transcript: track used, level fixed, repetition cut
+        self.audio_track: int | None = None    # 1-based, when the file has several audio tracks
         self._blocks = None
         self._chunker = None
         self._decoded = 0                  # samples decoded so far
@@ -112,8 +114,10 @@ class FileJob:
             self.duration = len(arr) / SAMPLE_RATE
             self._blocks = iter([arr[i:i + step] for i in range(0, len(arr), step)])
         else:
-            self.duration = audio_info(self.source).duration
-            self._blocks = iter(stream_audio(self.source, block_seconds=self.block_seconds))
+            info = audio_info(self.source)
+            self.duration = info.duration
+            self.audio_track = info.track if info.tracks > 1 else None
+            self._blocks = iter(stream_audio(self.source, block_seconds=self.block_seconds, notes=self.notes))
         if self.use_vad:
             from engine.audio.vad import SpeechDetector
             from engine.audio.vad_stream import StreamingChunker
@@ -162,6 +166,9 @@ class FileJob:
             if req.error:
                 raise RuntimeError(req.error)
             self._transcribed += end - start
+            if req.finish_reason == "repetition":
+                self.notes.append(f"the model kept repeating itself at {start / SAMPLE_RATE:.1f}-"
+                                  f"{end / SAMPLE_RATE:.1f} s; that part was cut short")
             language, text = self.engine.decode(req)
             if not text:
                 continue
@@ -193,6 +200,7 @@ class FileJob:
         self._segments.sort(key=lambda s: s.start)
         note = words_note(self.engine, self._segments) if self.word_timestamps else ""
         self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
+        self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track
         self.state = "done"
 
     def _close_blocks(self) -> None:
