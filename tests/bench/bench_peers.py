@@ -1,0 +1,339 @@
+"""Side by side with other Qwen3-ASR engines on CPU: one-clip latency and a 16-clip queue.
+
+    python tests/bench/bench_peers.py [--dtypes float32,bfloat16,int8] \\
+        [--antirez-bin /path/to/qwen_asr] \\
+        [--crispasr-python /path/to/venv/bin/python --crispasr-gguf-dir /path/to/ggufs] \\
+        [--model DIR] [--clips 16 | --durations 2,5] [--repeat 3] [--threads 2]
+
+Peers are not part of this project: build or install them yourself and pass their paths;
+a peer whose path is not given is skipped with a message.
+
+- antirez/qwen-asr (C, ``make blas``): its binary, one process per clip on a 16-bit WAV, with
+  ``--language English -t THREADS``. Timed from its "Model loaded." line (stderr) to the
+  arrival of the N-th generated token on stdout (it streams every token and flushes); the
+  process is then killed. Its load time (process start to that line) is printed apart.
+  Its time so includes reading the WAV and loading vocab.json, which it does per call.
+- CrispASR (ggml): the ``crispasr`` Python package's ``Session(gguf, n_threads)`` in the venv
+  given by ``--crispasr-python``, on every ``*f16*.gguf``, ``*q8_0*.gguf``, ``*q4_0*.gguf`` in
+  ``--crispasr-gguf-dir`` (converted from ``--model``), ``set_max_new_tokens(N)``,
+  ``transcribe(pcm, language="en")``; one clip at a time (it has no batching). Run as a
+  subprocess that prints its timings as JSON; load time printed apart.
+- ours: ``engine.load(model, device="cpu", dtype=...)`` for float32 and bfloat16, and int8
+  with ``quantize="int8"`` where the engine has it. Batched: the whole queue submitted, then
+  stepped; one by one: ``eng.generate([clip])`` per clip.
+
+Every side forces English ("language English<asr_text>" after the prompt) and generates
+exactly the same number of tokens: 40 for the 10 s latency clip, 4 per second of audio for
+each queued clip. The checkpoint (``peer_checkpoint.py``) makes that possible: Qwen's real
+token ids, end tokens that never win, and every generated token one space-led word, so each
+peer's token count is checked (antirez's by counting the words it prints).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import synthetic_clip
+
+DURATIONS = [2, 27, 5, 14, 29, 8, 3, 21, 11, 17, 6, 25, 9, 19, 4, 12]   # seconds, mixed
+TOKENS_PER_SECOND = 4
+LATENCY_SECONDS = 10
+LATENCY_TOKENS = 40
+
+
+def cpu_summary() -> str:
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model in ("unknown CPU", "", platform.processor()):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    has = lambda f: "yes" if f in flags else "no"
+    return (f"CPU {model}, {os.cpu_count()} cores; AMX-BF16 {has('amx_bf16')}, AVX512-BF16 {has('avx512_bf16')}, "
+            f"AVX512F {has('avx512f')}, AVX2 {has('avx2')}")
+
+
+def as_int16(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
+
+
+def write_wav(path: Path, pcm16: np.ndarray) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm16.tobytes())
+
+
+# ----------------------------------------------------------------------------- ours
+def load_ours(model_dir, precision: str):
+    """Engine for a precision, or None with a message when the engine cannot do it."""
+    import engine
+
+    if precision == "int8":
+        try:
+            return engine.load(model_dir, device="cpu", quantize="int8")
+        except TypeError:
+            print("int8: not available (engine.load has no quantize option)")
+            return None
+    return engine.load(model_dir, device="cpu", dtype=precision)
+
+
+def run_ours(eng, clips, tokens, latency_clip, repeat):
+    def generate(clip, n):
+        out = eng.generate([clip], language="English", max_new_tokens=n)[0]
+        assert len(out) == n, (len(out), n)
+
+    generate(latency_clip[:16000], 2)                                      # warm-up
+    latency = min(_timed(lambda: generate(latency_clip, LATENCY_TOKENS)) for _ in range(repeat))
+
+    def queue():
+        try:
+            reqs = [eng.submit(c, language="English", max_new_tokens=n, ignore_eos=True) for c, n in zip(clips, tokens)]
+        except TypeError:
+            reqs = [eng.submit(c, language="English", max_new_tokens=n) for c, n in zip(clips, tokens)]
+        while not all(r.finished for r in reqs):
+            eng.step()
+        got = [len(r.token_ids) for r in reqs]
+        assert got == tokens, (got, tokens)
+
+    batched = _timed(queue)
+    single = _timed(lambda: [generate(c, n) for c, n in zip(clips, tokens)])
+    return latency, batched, single
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# ----------------------------------------------------------------------------- antirez
+def antirez_clip(binary, model_dir, wav: Path, n_tokens: int, threads: int) -> tuple[float, float]:
+    """(seconds from "Model loaded." to the n-th generated token, load seconds)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(binary), "-d", str(model_dir), "-i", str(wav), "-t", str(threads),
+                             "--language", "English"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, "out")
+    sel.register(proc.stderr, selectors.EVENT_READ, "err")
+    loaded = None
+    err, words, done_at = b"", 0, None
+    try:
+        while done_at is None:
+            events = sel.select(timeout=600)
+            if not events:
+                raise RuntimeError("antirez: no output for 600 s")
+            for key, _ in events:
+                chunk = os.read(key.fileobj.fileno(), 65536)
+                now = time.perf_counter()
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    if not sel.get_map():
+                        raise RuntimeError(f"antirez ended after {words} tokens: {err.decode(errors='replace')[-800:]}")
+                    continue
+                if key.data == "err":
+                    err += chunk
+                    if loaded is None and b"Model loaded." in err:
+                        loaded = now
+                elif loaded is not None:
+                    words += chunk.count(b" ")      # every generated token is one " w..." word
+                    if words >= n_tokens:
+                        done_at = now
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    if words != n_tokens:
+        raise RuntimeError(f"antirez: read {words} tokens in one piece of output, expected {n_tokens}")
+    return done_at - loaded, loaded - t0
+
+
+def run_antirez(binary, model_dir, wavs, tokens, latency_wav, threads, repeat):
+    antirez_clip(binary, model_dir, latency_wav, 2, threads)                # warm the page cache
+    runs = [antirez_clip(binary, model_dir, latency_wav, LATENCY_TOKENS, threads) for _ in range(repeat)]
+    latency, load = min(r[0] for r in runs), min(r[1] for r in runs)
+    queue = sum(antirez_clip(binary, model_dir, w, n, threads)[0] for w, n in zip(wavs, tokens))
+    return latency, queue, load
+
+
+# ----------------------------------------------------------------------------- CrispASR
+CRISP_SCRIPT = r'''
+import json, sys, time, wave
+import numpy as np
+import crispasr
+
+cfg = json.load(open(sys.argv[1]))
+
+def read(p):
+    with wave.open(p) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768.0
+
+clips = [read(p) for p in cfg["clips"]]
+lat = read(cfg["latency_clip"])
+out = {}
+for label, path in cfg["ggufs"].items():
+    t = time.perf_counter()
+    s = crispasr.Session(path, n_threads=cfg["threads"])
+    load = time.perf_counter() - t
+
+    def run(pcm, n):
+        s.set_max_new_tokens(n)
+        return sum(len(seg.tokens) for seg in s.transcribe(pcm, language="en"))
+
+    run(lat[:16000], 2)
+    best, got = float("inf"), None
+    for _ in range(cfg["repeat"]):
+        t = time.perf_counter()
+        got = run(lat, cfg["latency_tokens"])
+        best = min(best, time.perf_counter() - t)
+    t = time.perf_counter()
+    counts = [run(c, n) for c, n in zip(clips, cfg["tokens"])]
+    queue = time.perf_counter() - t
+    out[label] = dict(backend=s.backend, load_s=load, latency_s=best, latency_tokens=got,
+                      queue_s=queue, queue_tokens=counts)
+    s.close()
+print("JSON:" + json.dumps(out), flush=True)
+'''
+
+
+def crisp_ggufs(folder: Path) -> dict[str, str]:
+    found = {}
+    for label in ("f16", "q8_0", "q4_0"):
+        hits = sorted(p for p in folder.glob("*.gguf") if label in p.name.lower())
+        if hits:
+            found[label] = str(hits[0])
+    return found
+
+
+def run_crisp(python, ggufs, wavs, tokens, latency_wav, threads, repeat, workdir: Path):
+    cfg = {"ggufs": ggufs, "clips": [str(w) for w in wavs], "tokens": tokens, "latency_clip": str(latency_wav),
+           "latency_tokens": LATENCY_TOKENS, "threads": threads, "repeat": repeat}
+    (workdir / "crisp.json").write_text(json.dumps(cfg))
+    (workdir / "crisp_bench.py").write_text(CRISP_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    proc = subprocess.run([str(python), str(workdir / "crisp_bench.py"), str(workdir / "crisp.json")],
+                          capture_output=True, text=True, env=env, check=False)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("JSON:")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"CrispASR run failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
+    return json.loads(line[5:])
+
+
+# ----------------------------------------------------------------------------- main
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="checkpoint (default: peer_checkpoint.py's, built once)")
+    parser.add_argument("--dtypes", default="float32,bfloat16,int8", help="ours: float32,bfloat16,int8")
+    parser.add_argument("--antirez-bin", type=Path, help="antirez/qwen-asr binary (qwen_asr)")
+    parser.add_argument("--crispasr-gguf-dir", type=Path, help="folder with *f16*/*q8_0*/*q4_0* .gguf of --model")
+    parser.add_argument("--crispasr-python", type=Path, help="python of a venv with crispasr installed")
+    parser.add_argument("--clips", type=int, default=16)
+    parser.add_argument("--durations", help="comma-separated clip seconds instead of the 16-clip set (quick runs)")
+    parser.add_argument("--repeat", type=int, default=3, help="latency: best of this many runs")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-ours", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.model is None:
+        from peer_checkpoint import peer_checkpoint
+
+        args.model = peer_checkpoint()
+    durations = [int(d) for d in args.durations.split(",")] if args.durations else (DURATIONS * 4)[:args.clips]
+    tokens = [TOKENS_PER_SECOND * d for d in durations]
+    audio_seconds = sum(durations)
+    clips16 = [as_int16(synthetic_clip(d, i)) for i, d in enumerate(durations)]
+    latency16 = as_int16(synthetic_clip(LATENCY_SECONDS, 1000))
+    clips = [c.astype(np.float32) / 32768.0 for c in clips16]
+    latency_clip = latency16.astype(np.float32) / 32768.0
+
+    print(cpu_summary())
+    print(f"threads {args.threads} everywhere; checkpoint {args.model}")
+    print(f"queue: {len(clips)} clips, {audio_seconds} s of audio, {sum(tokens)} tokens ({TOKENS_PER_SECOND} per "
+          f"second of audio); latency: one {LATENCY_SECONDS} s clip, {LATENCY_TOKENS} tokens; English forced, "
+          f"end token never wins, same token counts on every side\n", flush=True)
+
+    rows = []    # (side, precision, latency, queue wall, note)
+    work = Path(tempfile.mkdtemp(prefix="bench_peers_"))
+    wavs = []
+    for i, c in enumerate(clips16):
+        wavs.append(work / f"clip{i:02d}.wav")
+        write_wav(wavs[-1], c)
+    latency_wav = work / "latency.wav"
+    write_wav(latency_wav, latency16)
+
+    if not args.skip_ours:
+        for precision in args.dtypes.split(","):
+            eng = load_ours(args.model, precision)
+            if eng is None:
+                continue
+            latency, batched, single = run_ours(eng, clips, tokens, latency_clip, args.repeat)
+            label = precision if precision != "int8" else f"int8 ({eng.dtype})"
+            rows.append(("ours batched", label, latency, batched, ""))
+            rows.append(("ours one by one", label, latency, single, ""))
+            print(f"ours {label}: latency {latency:.2f} s, queue batched {batched:.2f} s, one by one {single:.2f} s",
+                  flush=True)
+            del eng
+
+    if args.crispasr_gguf_dir is None or args.crispasr_python is None:
+        print("CrispASR: skipped (give --crispasr-python and --crispasr-gguf-dir)")
+    else:
+        ggufs = crisp_ggufs(args.crispasr_gguf_dir)
+        if not ggufs:
+            print(f"CrispASR: skipped (no *f16*/*q8_0*/*q4_0* .gguf in {args.crispasr_gguf_dir})")
+        else:
+            res = run_crisp(args.crispasr_python, ggufs, wavs, tokens, latency_wav, args.threads, args.repeat, work)
+            for label, r in res.items():
+                ok = r["latency_tokens"] == LATENCY_TOKENS and r["queue_tokens"] == tokens
+                note = f"load {r['load_s']:.1f} s" + ("" if ok else f"; TOKEN COUNTS DIFFER: {r['latency_tokens']}, "
+                                                               f"{r['queue_tokens']}")
+                rows.append(("CrispASR", label, r["latency_s"], r["queue_s"], note))
+                print(f"CrispASR {label}: latency {r['latency_s']:.2f} s, queue {r['queue_s']:.2f} s ({note})",
+                      flush=True)
+
+    if args.antirez_bin is None:
+        print("antirez: skipped (give --antirez-bin)")
+    else:
+        latency, queue, load = run_antirez(args.antirez_bin, args.model, wavs, tokens, latency_wav, args.threads,
+                                           args.repeat)
+        rows.append(("antirez", "bf16 weights, f32 math", latency, queue,
+                     f"load {load:.1f} s (start to 'Model loaded.'), not counted"))
+        print(f"antirez: latency {latency:.2f} s, queue {queue:.2f} s, load {load:.1f} s", flush=True)
+
+    print(f"\n{'side':18s} {'precision':24s} {'1-clip s':>9s} {'16-clip s':>10s} {'audio-s/s':>10s}  note")
+    for side, prec, lat, wall, note in rows:
+        print(f"{side:18s} {prec:24s} {lat:9.2f} {wall:10.2f} {audio_seconds / wall:10.2f}  {note}")
+    ours = [r for r in rows if r[0].startswith("ours")]
+    peers = [r for r in rows if not r[0].startswith("ours")]
+    if ours and peers:
+        print("\nratios, peer time / our time (above 1: ours faster); latency | 16-clip queue")
+        for side, prec, lat, wall, _ in peers:
+            parts = [f"vs ours {o[0].removeprefix('ours ')} {o[1]}: {lat / o[2]:.2f}x | {wall / o[3]:.2f}x"
+                     for o in ours]
+            print(f"{side} {prec}:")
+            for p in parts:
+                print(f"    {p}")
+
+
+if __name__ == "__main__":
+    main()
