@@ -64,7 +64,7 @@ class _RowAttention:
     start: int                       # first query token in the flat batch
     n: int                           # query tokens
     ctx: int                         # cached tokens it attends over
-    block: int                       # its cache block, when the context sits in one block
+    block: int                       # its first cache block, when its blocks are consecutive ids
     blocks: torch.Tensor | None      # [n_blocks] block ids to gather otherwise
     mask: torch.Tensor | None        # [n, ctx] for a chunk of a longer prompt
     causal: bool
@@ -78,7 +78,10 @@ def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAtte
     for start, n, ctx, table in zip(meta.query_starts, meta.query_lens, meta.context_lens, meta.block_tables):
         if n == 0:
             continue
-        blocks = None if ctx <= block_size else torch.tensor(table[:-(-ctx // block_size)], device=device)
+        used = table[:-(-ctx // block_size)]
+        # Consecutive blocks are one stretch of memory (the allocator keeps tables so): read in place.
+        blocks = None if used[-1] - used[0] == len(used) - 1 and used == list(range(used[0], used[-1] + 1)) \
+            else torch.tensor(used, device=device)
         mask = None
         if 1 < n < ctx:  # a chunk of a longer prompt: query i sits at position ctx - n + i
             qpos = torch.arange(ctx - n, ctx, device=device)[:, None]
@@ -89,7 +92,7 @@ def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAtte
 
 
 def _row_kv(cache: torch.Tensor, heads_view: torch.Tensor, row: _RowAttention) -> torch.Tensor:
-    """A row's keys or values [1, kv_heads, ctx, hd]: a view when they sit in one block.
+    """A row's keys or values [1, kv_heads, ctx, hd]: a view when its blocks are consecutive.
 
     cache: [blocks, block_size, kv_heads, hd]; heads_view: its [blocks, kv_heads, block_size, hd] view."""
     if row.blocks is None:   # one as_strided instead of two slices: this runs for every row of every layer

@@ -15,10 +15,32 @@ from engine.network.loading import (
     resolve_device,
     resolve_dtype,
 )
+from engine.serving.admission import FileAdmission
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
 from engine.serving.runner import ModelRunner
 from engine.serving.scheduler import Scheduler, SchedulerConfig
+
+
+CPU_BLOCK_SIZE = 64
+CPU_ROW_TOKENS = 1024          # a 30 s chunk: ~400 prompt tokens and room for its text
+CPU_MIN_CACHE_BYTES = 1 << 30  # the floor when little memory is free: 16 float32 rows of ~270 tokens
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the system can give without swapping (Linux MemAvailable, else psutil), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
 
 
 class EngineCore:
@@ -37,11 +59,12 @@ class EngineCore:
         self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype)
         self.tokenizer = load_tokenizer(model_dir)
         on_cuda = self.torch_device.type == "cuda"
-        # CPU attention reads a row's keys in place only when they sit in one block, so
-        # CPU blocks are long; flash-attn's paged kernels want 256-slot blocks.
-        block_size = block_size or (256 if on_cuda else 1024)
+        # flash-attn's paged kernels want 256-slot blocks. CPU attention reads a row in place
+        # across consecutive blocks (the allocator keeps tables consecutive), so CPU blocks
+        # are short: a row wastes under 64 slots instead of half a long block.
+        block_size = block_size or (256 if on_cuda else CPU_BLOCK_SIZE)
         if kv_cache_bytes is None:
-            kv_cache_bytes = self._default_cache_bytes()
+            kv_cache_bytes = self._default_cache_bytes(max_batch_size)
         num_blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
         self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device)
         self.scheduler = Scheduler(SchedulerConfig(max_batch_size, max_prefill_rows, max_step_tokens),
@@ -51,6 +74,9 @@ class EngineCore:
         self.aligner = None
         self._requests: dict[int, Request] = {}
         self._jobs: list = []        # FileJobs and Streams; each advances once per step
+        # Queued files start, and open ones decode, only while the scheduler wants chunks.
+        self.admission = FileAdmission(max_decoding=max(2, max_prefill_rows), max_waiting_tokens=2 * max_step_tokens)
+        self.accepting_chunks = True
         self._last_step_kinds: set[str] = set()
 
     @property
@@ -61,11 +87,19 @@ class EngineCore:
     def dtype(self) -> str:
         return str(self.torch_dtype).removeprefix("torch.")
 
-    def _default_cache_bytes(self) -> int:
+    def _default_cache_bytes(self, max_batch_size: int) -> int:
+        """CUDA: 60% of the free GPU memory. CPU: room for ``max_batch_size`` rows of
+        ``CPU_ROW_TOKENS`` each, but at most a quarter of the memory free now (pages are
+        only resident once written, so the budget is a cap, not an allocation)."""
         if self.torch_device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(self.torch_device)
             return int(free * 0.6)
-        return 2 << 30
+        dec = self.config.decoder
+        per_token = 2 * dec.layers * dec.kv_heads * dec.head_dim * self.torch_dtype.itemsize
+        wanted = max_batch_size * CPU_ROW_TOKENS * per_token
+        free = available_memory_bytes()
+        cap = free // 4 if free else 2 << 30
+        return max(min(wanted, cap), min(wanted, CPU_MIN_CACHE_BYTES))
 
     # ----------------------------------------------------------------- requests
     def add_request(self, request: Request) -> Request:
@@ -81,10 +115,15 @@ class EngineCore:
     # ---------------------------------------------------------------- the loop
     def step(self) -> list[RequestOutput]:
         """One engine step: schedule rows, run the model once, hand out tokens."""
+        self.accepting_chunks = self.admission.hungry(self.scheduler)
+        starting = {id(job) for job in self.admission.admit(self._jobs, self.accepting_chunks)}
         for job in list(self._jobs):
+            if getattr(job, "waiting", False) and id(job) not in starting:
+                continue     # a queued file stays a path until admitted
             job.advance()
             if job.finished:
                 self._jobs.remove(job)
+                self.admission.finished_jobs += 1
         outputs = self._reap_cancelled()
         if self.aligner is not None and self.aligner.has_work():
             self.aligner.step()

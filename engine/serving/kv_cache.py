@@ -1,26 +1,33 @@
 """A paged KV cache: fixed-size blocks handed out to requests through block tables."""
 from __future__ import annotations
 
-from collections import deque
-
 import torch
 
 from engine.network.config import DecoderConfig
 
 
 class BlockAllocator:
-    """Hands out block ids; finished, cancelled or preempted requests give theirs back."""
+    """Hands out block ids; finished, cancelled or preempted requests give theirs back.
+
+    Blocks are placed so that a request's table stays a run of consecutive ids as it
+    grows: the CPU attention then reads a row's keys in place, one view over many
+    blocks, instead of gathering them. A table grows into the blocks right after its
+    last one; a new run goes to the middle of the largest free hole, leaving the first
+    half for the request before it to grow into. When the free blocks are fragmented,
+    any free blocks do (the attention then gathers that row).
+    """
 
     def __init__(self, num_blocks: int, block_size: int):
         if num_blocks < 1 or block_size < 1:
             raise ValueError(f"need at least one block of one slot, got {num_blocks} x {block_size}")
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self._free = deque(range(num_blocks))
+        self._free = bytearray(b"\x01") * num_blocks    # 1 where the block is free
+        self._num_free = num_blocks
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return self._num_free
 
     def blocks_needed(self, table: list[int], num_tokens: int) -> int:
         """How many more blocks ``table`` needs to hold ``num_tokens`` tokens."""
@@ -29,14 +36,50 @@ class BlockAllocator:
     def grow(self, table: list[int], num_tokens: int) -> bool:
         """Extend ``table`` in place to cover ``num_tokens``; False (and no change) if blocks ran out."""
         need = self.blocks_needed(table, num_tokens)
-        if need > len(self._free):
+        if need > self._num_free:
             return False
-        table.extend(self._free.popleft() for _ in range(need))
+        if need:
+            blocks = self._place(table[-1] + 1 if table else None, need)
+            for b in blocks:
+                self._free[b] = 0
+            self._num_free -= need
+            table.extend(blocks)
         return True
 
     def release(self, table: list[int]) -> None:
-        self._free.extend(table)
+        for b in table:
+            self._free[b] = 1
+        self._num_free += len(table)
         table.clear()
+
+    def _place(self, after: int | None, need: int) -> list[int]:
+        """``need`` free block ids, consecutive with ``after`` (the table's next id) where possible."""
+        free = self._free
+        if after is not None and free.startswith(b"\x01" * need, after):
+            return list(range(after, after + need))
+        start, length = self._largest_hole()
+        if length >= need:
+            if start > 0:   # a table ends right before this hole: leave it room to grow
+                start += (length - need) // 2
+            return list(range(start, start + need))
+        blocks, b = [], 0
+        while len(blocks) < need:    # fragmented: any free blocks
+            b = free.index(1, b)
+            blocks.append(b)
+            b += 1
+        return blocks
+
+    def _largest_hole(self) -> tuple[int, int]:
+        free, best, i = self._free, (0, 0), 0
+        while True:
+            i = free.find(1, i)
+            if i < 0:
+                return best
+            end = free.find(0, i)
+            end = len(free) if end < 0 else end
+            if end - i > best[1]:
+                best = (i, end - i)
+            i = end
 
 
 class KVCache:
