@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -19,14 +20,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--model", metavar="DIR", help="model folder to use (saved in the settings)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--self-test", action="store_true",
-                        help="load --model, transcribe a generated 2 s clip, print it and exit")
+                        help="load --model (or the model saved in Settings), transcribe a "
+                             "generated 2 s clip, print it and exit")
     return parser.parse_args(argv)
 
 
 def self_test(model_dir: str | None, out=sys.stdout) -> int:
     """Load the engine and transcribe a synthetic clip, without any window."""
     if not model_dir:
-        print("self-test failed: --self-test needs --model DIR", file=sys.stderr)
+        model_dir = saved_model()
+    if not model_dir:
+        print("self-test failed: no model given and none saved in Settings; "
+              "pass --model DIR", file=sys.stderr)
         return EXIT_FAILED
     try:
         import numpy as np
@@ -60,7 +65,38 @@ def self_test(model_dir: str | None, out=sys.stdout) -> int:
         return EXIT_FAILED
 
 
+def saved_model() -> str:
+    """The model folder saved in Settings by the app ("" when none)."""
+    from app import settings as S
+    from app.settings import Settings
+
+    return Settings().get(S.MODEL)
+
+
+def no_display_message(environ=None, platform: str = sys.platform) -> str | None:
+    """Why no window can open here, in words, or None when a display is there.
+
+    Without this check Qt aborts with a misleading "xcb-cursor0 is needed" message.
+    """
+    env = os.environ if environ is None else environ
+    if not platform.startswith("linux"):
+        return None
+    qpa = env.get("QT_QPA_PLATFORM", "")
+    if qpa and not qpa.startswith(("xcb", "wayland")):
+        return None  # offscreen, vnc, eglfs...: the user chose a platform without a display
+    if env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    return ("No display found (neither DISPLAY nor WAYLAND_DISPLAY is set), so the window cannot "
+            "open.\nTo transcribe without a screen use the command line:\n"
+            "    .venv/bin/qwen3-asr transcribe FILE --model DIR\n"
+            "or check a model with: bash scripts/run_app.sh --self-test")
+
+
 def run_gui(args: argparse.Namespace, loader=None) -> int:
+    problem = no_display_message()
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_FAILED
     from PySide6.QtWidgets import QApplication
 
     from app.logging_setup import setup_logging

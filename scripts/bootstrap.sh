@@ -1,38 +1,122 @@
 #!/usr/bin/env bash
-# Install the project and its dependencies into the current Python once; later calls return at once.
+# Make the project's virtual environment ready, then print the path of its Python on stdout.
 # Usage: bash scripts/bootstrap.sh [app|test]
+#
+# The first call creates .venv (or $QWEN3_ASR_VENV) with $PYTHON (default python3) and installs the
+# project into it, so it works on a PEP 668 ("externally managed") system Python as a normal user.
+# Later calls compare a stamp (a hash of pyproject.toml) and return in milliseconds, without
+# importing anything. System libraries are checked one by one on every call: as root the missing
+# ones are installed with apt-get, otherwise the exact package list is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-app}"
-PY="${PYTHON:-python3}"
+case "$what" in app|test) ;; *) echo "usage: bash scripts/bootstrap.sh [app|test]" >&2; exit 2 ;; esac
+BASE_PY="${PYTHON:-python3}"
+VENV="${QWEN3_ASR_VENV:-.venv}"
+VPY="$VENV/bin/python"
 
-if [ "$what" = test ] && ! command -v espeak-ng >/dev/null 2>&1; then
+say() { echo "$*" >&2; }
+
+# --- system libraries: "Debian package|how to find it" (so:NAME = a shared library, cmd:NAME = a
+# program on PATH, file:GLOB = a file). The app needs PortAudio (microphone, playback),
+# libsndfile and Qt's xcb/EGL libraries; the tests also speak with espeak-ng/sox, run a PulseAudio
+# null sink and a virtual X screen.
+APP_NEEDS=(
+    "libportaudio2|so:libportaudio.so.2" "libsndfile1|so:libsndfile.so.1"
+    "libegl1|so:libEGL.so.1" "libgl1|so:libGL.so.1" "libfontconfig1|so:libfontconfig.so.1"
+    "libdbus-1-3|so:libdbus-1.so.3" "libxkbcommon0|so:libxkbcommon.so.0"
+    "libxkbcommon-x11-0|so:libxkbcommon-x11.so.0" "libxcb-cursor0|so:libxcb-cursor.so.0"
+    "libxcb-icccm4|so:libxcb-icccm.so.4" "libxcb-image0|so:libxcb-image.so.0"
+    "libxcb-keysyms1|so:libxcb-keysyms.so.1" "libxcb-randr0|so:libxcb-randr.so.0"
+    "libxcb-render-util0|so:libxcb-render-util.so.0" "libxcb-shape0|so:libxcb-shape.so.0"
+    "libxcb-xinerama0|so:libxcb-xinerama.so.0" "libxcb-xkb1|so:libxcb-xkb.so.1"
+)
+TEST_NEEDS=(
+    "espeak-ng|cmd:espeak-ng" "sox|cmd:sox" "libsox-fmt-all|file:/usr/lib/*/sox/libsox_fmt_mp3.so"
+    "pulseaudio|cmd:pulseaudio" "pulseaudio-utils|cmd:pactl"
+    "libasound2-plugins|file:/usr/lib/*/alsa-lib/libasound_module_pcm_pulse.so"
+    "xvfb|cmd:Xvfb" "imagemagick|cmd:import" "desktop-file-utils|cmd:desktop-file-validate"
+)
+
+ldcache=""
+if command -v ldconfig >/dev/null 2>&1; then ldcache="$(ldconfig -p 2>/dev/null || true)"
+elif [ -x /sbin/ldconfig ]; then ldcache="$(/sbin/ldconfig -p 2>/dev/null || true)"; fi
+
+has() {  # has "so:NAME" / "cmd:NAME" / "file:GLOB"
+    local kind="${1%%:*}" name="${1#*:}" f
+    case "$kind" in
+        cmd) command -v "$name" >/dev/null 2>&1 ;;
+        so)
+            if [ -n "$ldcache" ]; then [[ "$ldcache" == *"$name "* ]]
+            else for f in /usr/lib/*/"$name" /usr/lib64/"$name" /usr/lib/"$name" /lib/*/"$name"; do
+                     [ -e "$f" ] && return 0; done; return 1; fi ;;
+        file) for f in $name; do [ -e "$f" ] && return 0; done; return 1 ;;
+    esac
+}
+
+missing=()
+check() {  # check ENTRY...: collect the Debian packages whose every probe fails
+    local entry pkg rest probe found
+    for entry in "$@"; do
+        pkg="${entry%%|*}"; rest="${entry#*|}|"; found=no
+        while [ -n "$rest" ]; do  # split on "|" in the shell: no subprocess, no temp file
+            probe="${rest%%|*}"; rest="${rest#*|}"
+            has "$probe" && { found=yes; break; }
+        done
+        [ "$found" = no ] && missing+=("$pkg")
+    done
+    return 0
+}
+check "${APP_NEEDS[@]}"
+[ "$what" = test ] && check "${TEST_NEEDS[@]}"
+
+if ! [ -x "$VPY" ] && ! "$BASE_PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
+    ver="$("$BASE_PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || echo 3)"
+    missing+=("python$ver-venv")
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "Installing system packages: ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends \
-            espeak-ng sox libsox-fmt-all libsndfile1 libportaudio2 pulseaudio pulseaudio-utils \
-            libasound2-plugins xvfb imagemagick desktop-file-utils libegl1 libgl1 libxkbcommon0 \
-            libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 \
-            libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libdbus-1-3 libfontconfig1 >/dev/null
+        apt-get update -qq >&2
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    elif [ "${QWEN3_ASR_SKIP_SYSTEM_CHECK:-0}" = 1 ]; then
+        say "Missing system packages (ignored): ${missing[*]}"
     else
-        echo "The tests need: espeak-ng sox libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins xvfb" >&2
-        echo "Install them with your package manager (as root on Debian/Ubuntu: apt-get install ...)." >&2
+        say "Missing system packages (Debian/Ubuntu names): ${missing[*]}"
+        say "Install them, then run this again:"
+        say "    sudo apt-get install ${missing[*]}"
+        say "(Other distributions name them differently; QWEN3_ASR_SKIP_SYSTEM_CHECK=1 skips this check.)"
         exit 1
     fi
 fi
 
-probe="import importlib.metadata as m; m.version('qwen3-asr-desktop'); import torch, soxr, av, silero_vad, PySide6"
-[ "$what" = test ] && probe="$probe, pytest, pytestqt, hypothesis, srt, webvtt"
-if ! "$PY" -c "$probe" >/dev/null 2>&1; then
-    "$PY" -m pip install --quiet --upgrade pip
-    if ! "$PY" -c "import torch" >/dev/null 2>&1 && ! command -v nvidia-smi >/dev/null 2>&1; then
-        # No NVIDIA GPU: prefer the CPU build of torch, far smaller than the CUDA one.
-        "$PY" -m pip install --quiet "torch==2.13.0" || true
-    fi
-    if [ "$what" = test ]; then
-        "$PY" -m pip install --quiet -e ".[test]"
-    else
-        "$PY" -m pip install --quiet -e .
-    fi
+# --- the virtual environment: rebuilt only when pyproject.toml changes or a run was interrupted.
+stamp_of() { echo "$what $(sha256sum pyproject.toml | cut -d' ' -f1)"; }
+want="$(stamp_of)"
+stamp="$VENV/.bootstrap-$what"
+if [ -x "$VPY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "$VPY"
+    exit 0
 fi
+
+if [ ! -x "$VPY" ]; then
+    say "Creating the virtual environment $VENV with $("$BASE_PY" --version 2>&1) (first run only) ..."
+    "$BASE_PY" -m venv "$VENV" >&2
+fi
+say "Installing the project into $VENV (first run, or pyproject.toml changed) ..."
+"$VPY" -m pip install --quiet --upgrade pip >&2
+if ! "$VPY" -c "import torch" >/dev/null 2>&1 && ! command -v nvidia-smi >/dev/null 2>&1; then
+    # No NVIDIA GPU: take the CPU build of torch, far smaller than the CUDA build that a plain
+    # "torch" requirement would pull. Where this exact release is not available, pip's choice stands.
+    "$VPY" -m pip install --quiet "torch==2.13.0" >&2 || true
+fi
+if [ "$what" = test ]; then
+    "$VPY" -m pip install --quiet -e ".[test]" >&2
+else
+    "$VPY" -m pip install --quiet -e . >&2
+fi
+echo "$want" >"$stamp"
+say "Ready: $VENV"
+echo "$VPY"
