@@ -22,6 +22,7 @@ from engine.text.prompt import (
     decode_text,
     language_name,
     parse_output,
+    prepare_prompts,
 )
 
 
@@ -37,6 +38,7 @@ class Engine(EngineCore):
     def __init__(self, model_dir, *, use_vad: bool = True, **options):
         super().__init__(model_dir, **options)
         self.use_vad = use_vad
+        prepare_prompts(self.tokenizer)   # a chat template that never finishes fails the load, not each request
 
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,

@@ -85,11 +85,39 @@ class Aligner:
         self.tokenizer = load_tokenizer(aligner_dir)
         self._check_prompt_format()
         block_size = 256 if self.torch_device.type == "cuda" else 2048
-        blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
+        self._max_step_tokens = max_step_tokens
+        self._too_long: list[Request] = []   # requests waiting for the cache to grow (see _grow_cache)
+        self._build_cache(KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size,
+                                                    self.torch_dtype), block_size)
+
+    def _build_cache(self, blocks: int, block_size: int) -> None:
         self.cache = KVCache(self.config.decoder, blocks, block_size, self.torch_dtype, self.torch_device)
         self.scheduler = Scheduler(SchedulerConfig(max_batch_size=16, max_prefill_rows=16,
-                                                   max_step_tokens=max_step_tokens), self.cache.allocator)
+                                                   max_step_tokens=self._max_step_tokens), self.cache.allocator)
         self.runner = ModelRunner(self.net, self.cache, self.torch_device)
+
+    @property
+    def cache_tokens(self) -> int:
+        """How many tokens the whole cache holds: the longest request that can run."""
+        return self.cache.allocator.num_blocks * self.cache.block_size
+
+    def _grow_cache(self) -> None:
+        """Size the cache for the longest waiting request, once no request holds blocks.
+
+        The budget fits a few ordinary requests, but an aligned chunk of 180 s of dense speech
+        needs its audio tokens plus each word and two timestamps (2340+ tokens with the real
+        0.6B aligner, more than the 2048 one CPU block holds). Such a request waits until the
+        aligner is idle, then the cache is rebuilt big enough for it (on CPU the memory is only
+        touched as it fills)."""
+        if not self._too_long or self.scheduler.has_work():
+            return
+        longest = max(r.num_tokens for r in self._too_long)
+        blocks = -(-longest // self.cache.block_size)
+        if blocks > self.cache.allocator.num_blocks:
+            self._build_cache(blocks, self.cache.block_size)
+        for req in self._too_long:
+            self.scheduler.add(req)
+        self._too_long = []
 
     def make_request(self, samples: np.ndarray, words: list[str]) -> Request:
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
@@ -143,16 +171,23 @@ class Aligner:
     def submit(self, samples: np.ndarray, words: list[str]) -> Request:
         req = self.make_request(samples, words)
         req.result = []
-        self.scheduler.add(req)
+        if req.num_tokens > self.cache_tokens:
+            self._too_long.append(req)   # runs once the cache has grown for it (_grow_cache)
+        else:
+            self.scheduler.add(req)
         return req
 
     def has_work(self) -> bool:
-        return self.scheduler.has_work()
+        return self.scheduler.has_work() or bool(self._too_long)
 
     def step(self) -> None:
-        for req in [r for r in self.scheduler.waiting + self.scheduler.running if r.cancelled]:
-            self.scheduler.release(req)
+        for req in [r for r in self.scheduler.waiting + self.scheduler.running + self._too_long if r.cancelled]:
+            if req in self._too_long:
+                self._too_long.remove(req)
+            else:
+                self.scheduler.release(req)
             req.state, req.finish_reason = RequestState.FINISHED, "cancelled"
+        self._grow_cache()
         rows = self.scheduler.schedule()
         if not rows:
             return

@@ -49,6 +49,7 @@ class FileJob:
         self._done_decoding = False
         self._inflight: list[tuple[int, int, np.ndarray, object]] = []   # (start, end, samples, request)
         self._align: list[tuple[Segment, object]] = []
+        self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
         self._transcribed = 0              # samples of finished chunks
 
@@ -177,7 +178,7 @@ class FileJob:
             if self.word_timestamps and self.engine.aligner is not None:
                 from engine.text.words import submit_alignment
 
-                req_align = submit_alignment(self.engine.aligner, samples, seg)
+                req_align = submit_alignment(self.engine.aligner, samples, seg, self.words_problems)
                 if req_align is not None:
                     self._align.append((seg, req_align))
         self._inflight = still
@@ -186,11 +187,9 @@ class FileJob:
             if not req.finished:
                 pending.append((seg, req))
                 continue
-            if req.error:
-                raise RuntimeError(req.error)
             from engine.text.words import words_from_alignment
 
-            seg.words = words_from_alignment(self.engine.aligner, req, seg)
+            seg.words = words_from_alignment(self.engine.aligner, req, seg, self.words_problems)
         self._align = pending
 
     def _finish(self) -> None:
@@ -198,7 +197,7 @@ class FileJob:
         from engine.text.words import words_note
 
         self._segments.sort(key=lambda s: s.start)
-        note = words_note(self.engine, self._segments) if self.word_timestamps else ""
+        note = words_note(self.engine, self._segments, self.words_problems) if self.word_timestamps else ""
         self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
         self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track
         self.state = "done"

@@ -1,6 +1,8 @@
 """Prompts exactly as the official package builds them, and parsing of what the model says."""
 from __future__ import annotations
 
+from engine.text.chat_template import prompt_shapes, render_around_audio  # noqa: F401 (re-exported)
+
 LANGUAGES = {
     "ar": "Arabic", "yue": "Cantonese", "zh": "Chinese", "cs": "Czech", "da": "Danish", "nl": "Dutch",
     "en": "English", "fil": "Filipino", "fi": "Finnish", "fr": "French", "de": "German", "el": "Greek",
@@ -40,7 +42,7 @@ def prompt_text_parts(context: str, language: str | None, tokenizer=None) -> tup
     package's format is built by hand; Qwen's own template renders the same text.
     """
     name = language_name(language)
-    rendered = _render_chat_template(tokenizer, context, name) if tokenizer is not None else None
+    rendered = prompt_shapes(tokenizer, ASR_TEXT).parts(context, name) if tokenizer is not None else None
     if rendered is not None:
         return rendered
     before = f"<|im_start|>system\n{context}<|im_end|>\n<|im_start|>user\n<|audio_start|>"
@@ -50,27 +52,12 @@ def prompt_text_parts(context: str, language: str | None, tokenizer=None) -> tup
     return before, after
 
 
-def _render_chat_template(tokenizer, context: str, language: str | None) -> tuple[str, str] | None:
-    messages = [{"role": "system", "content": [{"type": "text", "text": context}]}] if context else []
-    messages.append({"role": "user", "content": [{"type": "audio"}]})
-    prefill = f"language {language}{ASR_TEXT}" if language is not None else ""
-    messages.append({"role": "assistant", "content": [{"type": "text", "text": prefill}]})
-    return render_around_audio(tokenizer, messages, continue_final_message=True)
-
-
-def render_around_audio(tokenizer, messages: list[dict], **options) -> tuple[str, str] | None:
-    """The checkpoint's chat template rendered for ``messages`` (one audio item), split at the
-    audio placeholder; None when the tokenizer has no template or it renders no single placeholder."""
-    if not getattr(tokenizer, "chat_template", None):
-        return None
-    try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, **options)
-    except Exception:  # a template that cannot render this conversation: use the built-in format
-        return None
-    if not isinstance(text, str) or text.count(AUDIO_PAD) != 1:
-        return None
-    before, after = text.split(AUDIO_PAD)
-    return before, after
+def prepare_prompts(tokenizer) -> None:
+    """Render the prompt shapes without a language now (at load): a chat template that never
+    finishes fails here with a CheckpointError, not in every request."""
+    shapes = prompt_shapes(tokenizer, ASR_TEXT)
+    shapes.parts("", None)
+    shapes.parts("context", None)
 
 
 def build_prompt_ids(tokenizer, num_audio_tokens: int, *, context: str = "",

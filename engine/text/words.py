@@ -16,8 +16,11 @@ def aligner_supports(language: str | None) -> bool:
     return name is None or name in ALIGNER_LANGUAGES
 
 
-def submit_alignment(aligner, samples: np.ndarray, segment: Segment):
-    """Queue an alignment request for a segment's text, or None when it cannot be aligned."""
+def submit_alignment(aligner, samples: np.ndarray, segment: Segment, problems: list[str] | None = None):
+    """Queue an alignment request for a segment's text, or None when it cannot be aligned.
+
+    A failure to build the request is added to ``problems`` (when given) and the segment
+    keeps its text and times: word timestamps never cost a transcript."""
     if samples is None or not aligner_supports(segment.language):
         return None
     try:
@@ -26,15 +29,43 @@ def submit_alignment(aligner, samples: np.ndarray, segment: Segment):
         return None
     if not words:
         return None
-    request = aligner.submit(samples, words)
+    try:
+        request = aligner.submit(samples, words)
+    except Exception as exc:
+        if problems is None:
+            raise
+        problems.append(_problem(segment, exc))
+        return None
     request.words = words
     return request
 
 
-def words_from_alignment(aligner, request, segment: Segment) -> list[Word]:
-    """Words in file time, their text as written in the segment (punctuation kept)."""
+def words_from_alignment(aligner, request, segment: Segment, problems: list[str] | None = None) -> list[Word]:
+    """Words in file time, their text as written in the segment (punctuation kept).
+
+    A failed alignment (the request's error, or times that do not match the words) gives no
+    words and, when ``problems`` is given, a line saying why; the segment keeps its times."""
+    if problems is None:
+        return _aligned_words(aligner, request, segment)
+    try:
+        if request.error:
+            raise RuntimeError(request.error)
+        return _aligned_words(aligner, request, segment)
+    except Exception as exc:
+        problems.append(_problem(segment, exc))
+        return []
+
+
+def _problem(segment: Segment, exc: Exception) -> str:
+    return f"{segment.start:.1f}-{segment.end:.1f} s: {exc}"
+
+
+def _aligned_words(aligner, request, segment: Segment) -> list[Word]:
     ms = aligner.times(request)
     pieces = display_spans(segment.text, request.words)
+    if len(ms) < 2 * len(pieces):
+        raise ValueError(f"the aligner gave {len(ms)} timestamps for {len(pieces)} words "
+                         f"(expected {2 * len(pieces)})")
     out = []
     for i, piece in enumerate(pieces):
         start = min(segment.end, segment.start + ms[2 * i] / 1000.0)
@@ -43,8 +74,11 @@ def words_from_alignment(aligner, request, segment: Segment) -> list[Word]:
     return out
 
 
-def words_note(engine, segments: list[Segment]) -> str:
+def words_note(engine, segments: list[Segment], problems: list[str] | None = None) -> str:
     """Why some words carry no timestamps, in words a user understands; empty when all do."""
+    if problems:
+        return (f"Word timestamps failed for {len(problems)} of {len(segments)} segments, which keep their "
+                f"segment times: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     if engine.aligner is None:
         return "No aligner model is configured, so words have no timestamps (segments keep their times)."
     unsupported = sorted({s.language for s in segments if s.language and not aligner_supports(s.language)})
