@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app import settings as S
+
 log = logging.getLogger(__name__)
 
 FINAL_STATES = ("done", "failed", "cancelled")
@@ -26,12 +28,16 @@ def _device_label(eng) -> str:
     """'cpu, float32' or 'cuda, bfloat16': what the status bar shows the engine runs on."""
     device = str(getattr(eng, "device", "cpu"))
     dtype = getattr(eng, "dtype", "")
+    if dtype and getattr(eng, "quantize", None):
+        dtype += f", {eng.quantize} weights"
     return f"{device}, {dtype}" if dtype else device
 
 
 def _default_loader(model_dir, device=None, dtype=None, *, aligner=None):
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
+    if dtype == S.INT8:   # the Precision setting's int8 choice: engine quantization, auto dtype
+        return engine.load(model_dir, device, None, aligner=aligner, quantize="int8")
     return engine.load(model_dir, device, dtype, aligner=aligner)
 
 
@@ -97,6 +103,9 @@ class EngineWorker(QObject):
         except Exception as exc:  # any failure must reach the user, not kill the thread
             log.exception("loading model %s failed", model_dir)
             message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            message = " ".join(message.split())   # one line, as the CLI prints it
+            if message.startswith(model_dir):     # engine errors already name the folder
+                message = message[len(model_dir):].lstrip(":/ ")
             self.model_failed.emit(f"Could not load the model in {model_dir}: {message}")
             self._set_activity("No model loaded")
             return
