@@ -15,7 +15,8 @@ ORGANIZATION = "Qwen3ASR"
 APPLICATION = "Qwen3 ASR Desktop"
 
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+INT8 = "int8 (CPU)"   # a precision choice: int8 decoder weights, auto dtype (engine quantize="int8")
+DTYPES = ("auto", "float32", "bfloat16", "float16", INT8)
 THEMES = ("system", "light", "dark")
 
 

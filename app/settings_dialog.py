@@ -90,7 +90,9 @@ class SettingsDialog(QDialog):
         form.addRow("Word aligner:", _folder_row(self.aligner_edit, "Choose an aligner folder", self))
         form.addRow("Device:", self.device_combo)
         form.addRow("Precision:", self.dtype_combo)
-        form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU."))
+        form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU.\n"
+                           "“int8 (CPU)” stores the decoder weights as int8: faster on CPU, "
+                           "not token-exact."))
         return page
 
     def _transcription_tab(self):

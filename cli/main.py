@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--context", default="", help="context text: names, terms, topic")
     t.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     t.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    t.add_argument("--quantize", choices=["int8"],
+                   help="int8 decoder weights on CPU: faster, not token-exact (default: off)")
     t.add_argument("--format", type=_formats, default=["txt"], help="comma-separated: txt,json,srt,vtt")
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
     t.add_argument("--overwrite", action="store_true",
@@ -125,7 +127,7 @@ def transcribe_command(args) -> int:
         return 1
     try:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
-                          aligner=_resolve_model(args.aligner) if args.aligner else None, use_vad=not args.no_vad)
+                          quantize=args.quantize, aligner=_resolve_model(args.aligner) if args.aligner else None, use_vad=not args.no_vad)
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -133,7 +135,8 @@ def transcribe_command(args) -> int:
         print(f"error: cannot load the model in {args.model}: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype} ({_hardware_note(eng)})",
+        int8 = ", int8 weights" if getattr(eng, "quantize", None) else ""
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{int8} ({_hardware_note(eng)})",
               file=sys.stderr)
     words = eng.aligner is not None
     jobs = []

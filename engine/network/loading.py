@@ -70,8 +70,11 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     return dtype
 
 
-def load_network(model_dir, device: torch.device, dtype: torch.dtype) -> tuple[Qwen3ASRNetwork, ModelConfig]:
-    """Build the network on the meta device, then fill it from the checkpoint's tensors."""
+def load_network(model_dir, device: torch.device, dtype: torch.dtype,
+                 quantize: str | None = None) -> tuple[Qwen3ASRNetwork, ModelConfig]:
+    """Build the network on the meta device, then fill it from the checkpoint's tensors.
+
+    ``quantize="int8"``: decoder projections and the LM head as int8 weights (CPU only)."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise CheckpointError(f"{model_dir}: model folder not found")
@@ -90,7 +93,7 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype) -> tuple[Q
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (
         torch.arange(0, dec.head_dim, 2, dtype=torch.float) / dec.head_dim))).to(device)
-    net.fuse_projections()
+    net.fuse_projections(quantize)
     for conv in (net.audio_tower.conv2d1, net.audio_tower.conv2d2, net.audio_tower.conv2d3):
         conv.to(memory_format=torch.channels_last)
     return net.eval(), config

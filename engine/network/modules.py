@@ -108,16 +108,17 @@ class Qwen3ASRNetwork(nn.Module):
             self.lm_head = nn.Linear(d.hidden_size, d.vocab_size, bias=False)
 
     @torch.no_grad()
-    def fuse_projections(self) -> None:
-        """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer."""
-        from engine.network.projection import Projection
+    def fuse_projections(self, quantize: str | None = None) -> None:
+        """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer;
+        ``quantize="int8"`` stores them, and the LM head, as int8 (projection.Int8Projection)."""
+        from engine.network.projection import Projection, make_projection
 
         for layer in self.language_model.layers:
             a, m = layer.self_attn, layer.mlp
-            layer.qkv = Projection.for_device(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-            layer.gate_up = Projection.for_device(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
-            layer.o = Projection.for_device(a.o_proj.weight.data)
-            layer.down = Projection.for_device(m.down_proj.weight.data)
+            layer.qkv = make_projection(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), quantize)
+            layer.gate_up = make_projection(torch.cat([m.gate_proj.weight, m.up_proj.weight]), quantize)
+            layer.o = make_projection(a.o_proj.weight.data, quantize)
+            layer.down = make_projection(m.down_proj.weight.data, quantize)
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 _drop_weight(lin)
@@ -126,8 +127,8 @@ class Qwen3ASRNetwork(nn.Module):
             # packing it would keep a second copy of the embedding matrix.
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
-            self.head = Projection(weight) if tied else Projection.for_device(weight)
-            if self.head.packed is not None:
+            self.head = Projection(weight) if tied and not quantize else make_projection(weight, quantize)
+            if self.head.packed is not None:   # packed or int8: the plain head is no longer read
                 _drop_weight(self.lm_head)
 
 

@@ -16,6 +16,7 @@ from engine.network.loading import (
     resolve_dtype,
 )
 from engine.serving.admission import FileAdmission
+from engine.network.projection import check_quantize
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
 from engine.serving.runner import ModelRunner
@@ -52,11 +53,12 @@ class EngineCore:
 
     def __init__(self, model_dir, *, device=None, dtype=None, max_batch_size: int = 64,
                  max_prefill_rows: int = 8, max_step_tokens: int = 4096, kv_cache_bytes: int | None = None,
-                 block_size: int | None = None, pad_buckets: bool | None = None):
+                 block_size: int | None = None, pad_buckets: bool | None = None, quantize: str | None = None):
         self.model_dir = str(model_dir)
         self.torch_device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.torch_device)
-        self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype)
+        self.quantize = check_quantize(quantize, self.torch_device)   # None or "int8"; not token-exact
+        self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype, self.quantize)
         self.tokenizer = load_tokenizer(model_dir)
         on_cuda = self.torch_device.type == "cuda"
         # flash-attn's paged kernels want 256-slot blocks. CPU attention reads a row in place
