@@ -15,6 +15,10 @@ class BlockAllocator:
     last one; a new run goes to the middle of the largest free hole, leaving the first
     half for the request before it to grow into. When the free blocks are fragmented,
     any free blocks do (the attention then gathers that row).
+
+    Blocks are reference-counted: a live stream keeps the blocks of an update's prompt
+    prefix (``share``) and lends them to its next pass; a block is free again only when
+    every holder has released it.
     """
 
     def __init__(self, num_blocks: int, block_size: int):
@@ -24,6 +28,7 @@ class BlockAllocator:
         self.block_size = block_size
         self._free = bytearray(b"\x01") * num_blocks    # 1 where the block is free
         self._num_free = num_blocks
+        self._refs = [0] * num_blocks                   # holders of each allocated block
 
     @property
     def num_free(self) -> int:
@@ -42,14 +47,29 @@ class BlockAllocator:
             blocks = self._place(table[-1] + 1 if table else None, need)
             for b in blocks:
                 self._free[b] = 0
+                self._refs[b] = 1
             self._num_free -= need
             table.extend(blocks)
         return True
 
+    def share(self, table: list[int], num_tokens: int) -> list[int]:
+        """A new reference to the blocks of ``table`` that hold its first ``num_tokens`` tokens."""
+        blocks = table[:-(-num_tokens // self.block_size)]
+        for b in blocks:
+            if self._refs[b] < 1:
+                raise ValueError(f"block {b} is not allocated")
+            self._refs[b] += 1
+        return blocks
+
     def release(self, table: list[int]) -> None:
+        """Drop one reference to each block of ``table`` (emptied); unreferenced blocks are free again."""
         for b in table:
-            self._free[b] = 1
-        self._num_free += len(table)
+            self._refs[b] -= 1
+            if self._refs[b] == 0:
+                self._free[b] = 1
+                self._num_free += 1
+            elif self._refs[b] < 0:
+                raise RuntimeError(f"block {b} released more often than it was handed out")
         table.clear()
 
     def _place(self, after: int | None, need: int) -> list[int]:

@@ -49,6 +49,13 @@ class Request:
     arrival_step: int = 0
     last_scheduled_step: int = -1
     first_token_step: int | None = None
+    # Speculative verification without a draft model: tokens a previous pass of (almost) the same
+    # audio produced. Steps feed them after the last token and keep the prefix greedy agrees with.
+    draft: list[int] = field(default_factory=list)
+    draft_offered: int = 0                 # draft tokens fed for verification
+    draft_accepted: int = 0                # of those, the ones greedy decoding agreed with
+    retain_tokens: int = 0                 # on finish, keep the cache blocks of this many leading tokens
+    retained_blocks: list[int] | None = None   # ...here, referenced; the owner must release them
 
     @property
     def finished(self) -> bool:
@@ -66,6 +73,33 @@ class Request:
     def in_prefill(self) -> bool:
         """True while more than the last token still has to enter the cache."""
         return self.num_tokens - self.num_cached > 1 or (self.kind == "align" and self.num_cached < self.num_tokens)
+
+    def draft_proposal(self, limit: int) -> list[int]:
+        """Up to ``limit`` draft tokens to verify after the last token; [] when the draft has nothing to say.
+
+        While the tokens so far follow the draft, the rest of it; after a divergence, what follows the
+        latest place in the draft where its last two tokens occur (the draft skipped or changed a word).
+        Never more than the tokens still allowed, and nothing past an end token."""
+        n, draft = len(self.token_ids), self.draft
+        limit = min(limit, self.max_new_tokens - n - 1)
+        if not draft or limit < 1:
+            return []
+        if draft[:n] == self.token_ids:
+            at = n
+        else:
+            tail, at = self.token_ids[-2:], -1
+            if len(tail) == 2:
+                for j in range(len(draft) - 1, 1, -1):
+                    if draft[j - 2] == tail[0] and draft[j - 1] == tail[1]:
+                        at = j
+                        break
+            if at < 0:
+                return []
+        proposal = draft[at:at + limit]
+        for i, token in enumerate(proposal):
+            if token in self.eos_token_ids:
+                return proposal[:i + 1]
+        return proposal
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -39,19 +39,20 @@ class StepInputs:
     meta: StepMetadata
     audio_dst: torch.Tensor          # [audio_tokens] positions in the flat batch that get audio embeddings
     audio_src: torch.Tensor          # [audio_tokens, hidden] the embeddings
-    sample_index: torch.Tensor       # [sampling rows] flat index of each sampling row's last token
+    sample_index: torch.Tensor       # [sampled positions] flat index of each position that gets logits
     sample_rows: list[ScheduledRow]
+    sample_counts: list[int]         # positions of each sampling row: 1, or 1 + its draft for a verify row
     num_tokens: int                  # real tokens before padding
 
 
 def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None,
                       attention_rows: int | None = None) -> StepInputs:
     """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash, triton)."""
-    ids, positions, slots, dst, src, sample_index, sample_rows = [], [], [], [], [], [], []
+    ids, positions, slots, dst, src, sample_index, sample_rows, counts = [], [], [], [], [], [], [], []
     for row in rows:
         req, offset = row.request, len(ids)
         span = range(row.start, row.start + row.length)
-        all_ids = req.all_ids
+        all_ids = req.all_ids + row.draft if row.draft else req.all_ids
         ids += all_ids[row.start:row.start + row.length]
         positions += span
         slots += [req.block_table[p // block_size] * block_size + p % block_size for p in span]
@@ -61,8 +62,10 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
             dst += range(offset + lo - row.start, offset + hi - row.start)
             src.append(req.audio_embeds[lo - a0:hi - a0])
         if row.sample or req.kind == "align":
-            sample_index.append(offset + row.length - 1)
+            count = 1 + len(row.draft)   # a verify row: greedy's token after its last token and each draft token
+            sample_index += range(offset + row.length - count, offset + row.length)
             sample_rows.append(row)
+            counts.append(count)
     num_tokens = len(ids)
     pad = max(0, (pad_to or num_tokens) - num_tokens)
     ids += [0] * pad
@@ -85,7 +88,7 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
         audio_dst=torch.tensor(dst, dtype=torch.long, device=device),
         audio_src=torch.cat(src) if src else None,
         sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
-        sample_rows=sample_rows, num_tokens=num_tokens,
+        sample_rows=sample_rows, sample_counts=counts, num_tokens=num_tokens,
     )
 
 
@@ -146,13 +149,21 @@ class ModelRunner:
         return build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows), rows_bucket)
 
     @torch.no_grad()
-    def run(self, rows: list[ScheduledRow], timestamp_token_id: int | None = None) -> dict[int, int]:
-        """Greedy next token per sampling ASR row; aligner rows get their timestamp classes appended."""
+    def run(self, rows: list[ScheduledRow], timestamp_token_id: int | None = None) -> dict[int, int | list[int]]:
+        """Greedy next token per sampling ASR row (a list, one per position, for a verify row);
+        aligner rows get their timestamp classes appended."""
         self.encode_pending(rows)
         inputs = self.step_inputs(rows)
-        asr = [i for i, r in enumerate(inputs.sample_rows) if r.request.kind == "asr"]
+        asr, asr_rows, at = [], [], 0
+        for row, count in zip(inputs.sample_rows, inputs.sample_counts):
+            if row.request.kind == "asr":
+                asr += range(at, at + count)
+                asr_rows.append((row, count))
+            at += count
         has_align = any(r.request.kind == "align" for r in rows)
-        if self.graphs is not None and not has_align and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
+        verify = any(r.draft for r in rows)   # graphs hold one sampled position per row
+        if (self.graphs is not None and not has_align and not verify
+                and self.graphs.fits(inputs.input_ids.numel(), inputs.meta)):
             logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
         else:
             hidden = self.hidden_states(inputs)
@@ -162,8 +173,10 @@ class ModelRunner:
         if asr:
             # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
             # max returns the first maximal index like argmax, in half its time on CPU.
-            for i, token in zip(asr, logits.float().max(dim=-1).indices.tolist()):
-                next_tokens[inputs.sample_rows[i].request.id] = token
+            tokens, at = logits.float().max(dim=-1).indices.tolist(), 0
+            for row, count in asr_rows:
+                next_tokens[row.request.id] = tokens[at:at + count] if row.draft else tokens[at]
+                at += count
         return next_tokens
 
     def _score_alignment(self, rows, inputs: StepInputs, hidden: torch.Tensor, timestamp_token_id) -> None:

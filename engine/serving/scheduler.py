@@ -8,7 +8,7 @@ recomputed later from its prompt and the tokens it already has, never lost.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.serving.kv_cache import BlockAllocator
 from engine.serving.repetition import cut_repetition
@@ -21,12 +21,16 @@ class ScheduledRow:
     start: int          # first token of the row (== request.num_cached before the step)
     length: int         # tokens this step feeds
     sample: bool        # whether this row ends at the request's last token (a token is produced)
+    draft: list[int] = field(default_factory=list)   # draft tokens fed after the last token, to verify
 
     @property
     def kind(self) -> str:
-        """'decode' (one new token), 'prefill' (the rest of a prompt) or 'chunk' (part of one)."""
+        """'decode' (one new token), 'prefill' (the rest of a prompt), 'chunk' (part of one) or
+        'verify' (the last token plus draft tokens: greedy's token after each of them)."""
         if not self.sample:
             return "chunk"
+        if self.draft:
+            return "verify"
         return "decode" if self.length == 1 and self.request.token_ids else "prefill"
 
 
@@ -116,10 +120,11 @@ class Scheduler:
                 break
             if req.state is not RequestState.RUNNING:
                 continue  # preempted earlier in this step
-            if self._ensure_blocks(req, req.num_tokens, scheduled, may_preempt=True):
-                rows.append(ScheduledRow(req, req.num_cached, 1, True))
+            draft = req.draft_proposal(budget - 1)
+            if self._ensure_blocks(req, req.num_tokens + len(draft), scheduled, may_preempt=True):
+                rows.append(ScheduledRow(req, req.num_cached, 1 + len(draft), True, draft))
                 scheduled.add(req.id)
-                budget -= 1
+                budget -= 1 + len(draft)
             else:
                 self._preempt(req)  # nothing left to take from: recompute it later
         prefill_rows = 0
@@ -129,6 +134,9 @@ class Scheduler:
             if req.state is RequestState.FINISHED or req.id in scheduled:
                 continue
             length = min(req.num_tokens - req.num_cached, budget)
+            sample = req.num_cached + length == req.num_tokens
+            draft = req.draft_proposal(budget - length) if sample and req.kind == "asr" else []
+            length += len(draft)
             lowest = min((r.priority for r in self.running if r.id not in scheduled), default=req.priority)
             if not self._ensure_blocks(req, req.num_cached + length, scheduled, may_preempt=req.priority > lowest):
                 capacity = self.allocator.num_blocks * self.allocator.block_size
@@ -140,7 +148,7 @@ class Scheduler:
                 self.waiting.remove(req)
                 req.state = RequestState.RUNNING
                 self.running.append(req)
-            rows.append(ScheduledRow(req, req.num_cached, length, req.num_cached + length == req.num_tokens))
+            rows.append(ScheduledRow(req, req.num_cached, length, sample, draft))
             scheduled.add(req.id)
             budget -= length
             prefill_rows += 1
@@ -148,8 +156,12 @@ class Scheduler:
             row.request.last_scheduled_step = self.step_count
         return rows
 
-    def postprocess(self, rows: list[ScheduledRow], next_tokens: dict[int, int]) -> list[Request]:
-        """Advance the cache counters, append sampled tokens; return the requests that finished."""
+    def postprocess(self, rows: list[ScheduledRow], next_tokens: dict[int, int | list[int]]) -> list[Request]:
+        """Advance the cache counters, append sampled tokens; return the requests that finished.
+
+        A verify row brings greedy's token after its last token and after each draft token: the
+        tokens are taken while they equal the draft, plus the one after (exactly greedy decoding),
+        and the cache keeps only what was accepted (later slots are overwritten by later steps)."""
         missing = [r.request.id for r in rows if r.sample and r.request.kind == "asr" and r.request.id not in next_tokens]
         if missing:
             raise RuntimeError(f"step dropped rows of requests {missing}")
@@ -162,19 +174,32 @@ class Scheduler:
             if req.kind == "align":
                 req.finish_reason = "stop"
             else:
-                token = next_tokens[req.id]
-                req.token_ids.append(token)
-                if req.first_token_step is None:
-                    req.first_token_step = self.step_count
-                if token in req.eos_token_ids:
-                    req.finish_reason = "stop"
-                elif len(req.token_ids) >= req.max_new_tokens:
-                    req.finish_reason = "length"
-                if req.repetition_guard and not req.finish_reason and cut_repetition(req.token_ids):
-                    req.finish_reason = "repetition"   # a loop: one copy kept (engine.serving.repetition)
+                tokens = next_tokens[req.id]
+                self._take_tokens(req, [tokens] if isinstance(tokens, int) else tokens, row.draft)
+                req.num_cached = min(req.num_cached, req.num_tokens - 1)   # the rejected draft's KV is dropped
             if req.finish_reason:
                 finished.append(req)
         for req in finished:
+            if req.retain_tokens:   # its owner (a live stream) reuses the prompt's cache for the next pass
+                req.retained_blocks = self.allocator.share(req.block_table, min(req.retain_tokens, req.num_cached))
             self.release(req)
             req.state = RequestState.FINISHED
         return finished
+
+    def _take_tokens(self, req: Request, tokens: list[int], draft: list[int]) -> None:
+        """Append greedy tokens up to the first that departs from ``draft``, an end token, or the cap."""
+        req.draft_offered += len(draft)
+        for i, token in enumerate(tokens):
+            req.token_ids.append(token)
+            if req.first_token_step is None:
+                req.first_token_step = self.step_count
+            if token in req.eos_token_ids:
+                req.finish_reason = "stop"
+            elif len(req.token_ids) >= req.max_new_tokens:
+                req.finish_reason = "length"
+            elif req.repetition_guard and cut_repetition(req.token_ids):
+                req.finish_reason = "repetition"   # a loop: one copy kept (engine.serving.repetition)
+            accepted = i < len(draft) and token == draft[i]
+            req.draft_accepted += accepted
+            if req.finish_reason or not accepted:
+                return
