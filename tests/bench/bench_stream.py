@@ -245,6 +245,10 @@ def main():
     eng = engine.load(model_dir, device=args.device, dtype=args.dtype)
     print(f"model {model_dir} on {eng.device} in {eng.dtype}, loaded in {time.perf_counter() - t:.1f} s; "
           f"torch threads {torch.get_num_threads()}")
+    if eng.device == "cpu":
+        from engine.network.loading import cpu_description
+
+        print(f"CPU: {cpu_description()}")
     audio = synthetic_stream(args.minutes)
     eng.generate([audio[SR:3 * SR]], max_new_tokens=2)         # warm-up outside the measurement
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]

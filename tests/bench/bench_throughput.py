@@ -1,6 +1,6 @@
 """Throughput: our engine vs transformers on a queue of 16 clips, in one process run.
 
-    python tests/bench/bench_throughput.py [--dtypes bfloat16,float32] [--device cpu|cuda]
+    python tests/bench/bench_throughput.py [--dtypes bfloat16,float32,int8] [--device cpu|cuda]
 
 A checkpoint with the real Qwen3-ASR-0.6B dimensions and random weights is built once and
 cached. Every side generates exactly 4 tokens per second of audio (end token suppressed),
@@ -10,6 +10,12 @@ transformers one clip at a time; their ratios; and the share of this machine's r
 the time the workload would take at the measured GEMM FLOP/s (encoder and prefill) plus
 one read of the decoder weights at the measured GEMV bandwidth per decode step. A last line
 adds what that bound leaves out, the decode steps' reads of the KV cache at the same bandwidth.
+
+"int8" runs our engine with quantize="int8" (int8 decoder weights, this machine's default
+dtype for the rest) against transformers in that dtype, and prints how many greedy tokens
+agree with our unquantized run in that dtype (same clips, same token counts). Random weights:
+the agreement says nothing about transcript quality; check that on real weights (wer.py).
+Every run prints the most rows that ran together: the whole queue must fit the KV cache.
 """
 from __future__ import annotations
 
@@ -81,31 +87,51 @@ def kv_read_seconds(eng, clips, new_tokens, bandwidth: float) -> float:
     return token_steps * per_token / bandwidth
 
 
-def run_queue(eng, clips, new_tokens) -> int:
-    """Submit the whole queue at once and step until every request is done; returns the steps."""
+def run_queue(eng, clips, new_tokens) -> tuple[int, int, list[list[int]]]:
+    """Submit the whole queue at once and step until every request is done.
+
+    Returns the steps, the most requests holding cache rows at once, and the tokens."""
     reqs = [eng.submit(c, max_new_tokens=n, ignore_eos=True) for c, n in zip(clips, new_tokens)]
-    steps = 0
+    steps = most_rows = 0
     while not all(r.finished for r in reqs):
         eng.step()
         steps += 1
+        most_rows = max(most_rows, len(eng.scheduler.running))
     assert [len(r.token_ids) for r in reqs] == new_tokens
-    return steps
+    return steps, most_rows, [list(r.token_ids) for r in reqs]
 
 
-def run_ours(model_dir, clips, new_tokens, device, dtype):
+def run_ours(model_dir, clips, new_tokens, device, dtype, quantize=None):
     import engine
 
-    eng = engine.load(model_dir, device=device, dtype=dtype)
+    eng = engine.load(model_dir, device=device, dtype=dtype, quantize=quantize)
     if eng.runner.graphs is not None:
         # CUDA: one untimed pass over the same queue captures the graph of every bucket it
         # meets (two eager passes and a capture each), which a long-running app does once.
         run_queue(eng, clips, new_tokens)
     eng.generate([clips[0][:16000]], max_new_tokens=2)                   # warm-up
     sync(eng.torch_device)
+    preempted = eng.scheduler.preemptions
     t = time.perf_counter()
-    steps = run_queue(eng, clips, new_tokens)
+    steps, most_rows, tokens = run_queue(eng, clips, new_tokens)
     sync(eng.torch_device)
-    return time.perf_counter() - t, eng, steps
+    seconds = time.perf_counter() - t
+    print(f"ours: {most_rows} of {len(clips)} rows ran together at most, "
+          f"{eng.scheduler.preemptions - preempted} preemptions, KV cache {eng.cache.allocator.num_blocks} "
+          f"blocks of {eng.cache.block_size} slots")
+    if len(clips) <= eng.scheduler.config.max_batch_size:
+        assert most_rows == len(clips), "the whole queue must fit the KV cache at once"
+    return seconds, eng, steps, tokens
+
+
+def token_agreement(tokens, reference) -> str:
+    """Greedy tokens equal position by position, and clips identical to the reference."""
+    pairs = [(a, b) for x, y in zip(tokens, reference) for a, b in zip(x, y)]
+    same = sum(a == b for a, b in pairs)
+    first_diff = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in zip(tokens, reference)]
+    return (f"{same}/{len(pairs)} tokens ({same / len(pairs) * 100:.1f}%) equal position by position; "
+            f"{sum(x == y for x, y in zip(tokens, reference))}/{len(tokens)} clips identical; "
+            f"first difference after {sum(first_diff) / len(first_diff):.1f} tokens on average")
 
 
 def load_transformers(model_dir, device, dtype):
@@ -136,7 +162,8 @@ def run_transformers(model, processor, clips, new_tokens, device, batch_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--dtypes", default="bfloat16,float32,int8",
+                        help="comma-separated: bfloat16, float32, float16, int8 (int8 weights, default dtype)")
     parser.add_argument("--clips", type=int, default=16)
     parser.add_argument("--skip-single", action="store_true", help="skip transformers one clip at a time")
     args = parser.parse_args()
@@ -145,20 +172,37 @@ def main():
     durations = (DURATIONS * 4)[:args.clips]
     clips, new_tokens = workload(durations)
     audio_seconds = sum(durations)
+    from engine.network.loading import cpu_description, resolve_dtype
+
     print(f"device {device}, threads {torch.get_num_threads()}, {len(clips)} clips, {audio_seconds} s of audio, "
           f"{sum(new_tokens)} tokens ({TOKENS_PER_SECOND}/s of audio, end token suppressed)")
+    if device.type == "cpu":
+        print(f"CPU: {cpu_description()}")
+    tokens_by_dtype, transformers_seconds = {}, {}
     for dtype_name in args.dtypes.split(","):
-        dtype = getattr(torch, dtype_name)
+        quantize = "int8" if dtype_name == "int8" else None
+        dtype = resolve_dtype(None, device) if quantize else getattr(torch, dtype_name)
         flops, bandwidth = gemm_flops(device, dtype), gemv_bandwidth(device, dtype)
-        print(f"\n== {dtype_name}: GEMM {flops / 1e9:.0f} GFLOP/s, GEMV {bandwidth / 1e9:.1f} GB/s")
-        ours, eng, steps = run_ours(model_dir, clips, new_tokens, device, dtype)
+        label = f"int8 weights, {str(dtype).removeprefix('torch.')} activations" if quantize else dtype_name
+        print(f"\n== {label}: GEMM {flops / 1e9:.0f} GFLOP/s, GEMV {bandwidth / 1e9:.1f} GB/s "
+              f"(the roofline below uses these, also for int8)")
+        ours, eng, steps, tokens = run_ours(model_dir, clips, new_tokens, device, dtype, quantize)
         ideal = roofline_seconds(eng, clips, new_tokens, flops, bandwidth)
         kv = kv_read_seconds(eng, clips, new_tokens, bandwidth)
         del eng
-        model, processor = load_transformers(model_dir, device, dtype)
-        batched = run_transformers(model, processor, clips, new_tokens, device, batch_size=8)
-        single = None if args.skip_single else run_transformers(model, processor, clips, new_tokens, device, 1)
-        del model
+        if quantize and dtype in tokens_by_dtype:
+            print(f"int8 vs {str(dtype).removeprefix('torch.')} greedy tokens: "
+                  f"{token_agreement(tokens, tokens_by_dtype[dtype])} (random weights: check quality on real ones)")
+        elif not quantize:
+            tokens_by_dtype[dtype] = tokens
+        if dtype in transformers_seconds:     # int8 compares with transformers in its activation dtype
+            batched, single = transformers_seconds[dtype]
+        else:
+            model, processor = load_transformers(model_dir, device, dtype)
+            batched = run_transformers(model, processor, clips, new_tokens, device, batch_size=8)
+            single = None if args.skip_single else run_transformers(model, processor, clips, new_tokens, device, 1)
+            transformers_seconds[dtype] = batched, single
+            del model
         rows = [("ours (engine, mixed steps)", ours), ("transformers batched (8)", batched)]
         if single is not None:
             rows.append(("transformers one by one", single))
