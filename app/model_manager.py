@@ -193,6 +193,11 @@ class ModelManagerDialog(QDialog):
             self.use_folder(folder)
 
     def use_folder(self, folder: str) -> bool:
+        try:   # a path that is missing or a file says so, and is never taken for a Hub id
+            hub.local_model_folder(folder)
+        except ValueError as exc:
+            self.status.setText(f"{exc}.")
+            return False
         if not is_model_dir(folder):
             self.status.setText(f"{folder} does not hold a model: it needs config.json, "
                                 "*.safetensors weights and tokenizer files.")

@@ -44,14 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resolve_model(name: str) -> str:
-    """A local folder as is; anything else is taken as a Hugging Face id and downloaded."""
-    if Path(name).expanduser().is_dir():
-        return str(Path(name).expanduser())
-    if "/" not in name or name.startswith((".", "/", "~")):
-        raise SystemExit(f"error: model folder not found: {name}")
-    from modelhub.downloads import download_model
+    """A local folder as is; only an ``owner/name`` that exists nowhere here is downloaded.
 
-    return str(download_model(name))
+    Anything that looks like a path stays local: a typo says "no model folder at ..."
+    (ValueError) and never reaches the network or the data folder."""
+    from modelhub.downloads import download_model, resolve_model_name
+
+    kind, where = resolve_model_name(name)
+    return str(where) if kind == "local" else str(download_model(where))
 
 
 def _hardware_note(eng) -> str:

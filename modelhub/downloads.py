@@ -6,6 +6,7 @@ turns the ``progress`` callback into signals; the CLI can call it directly.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,55 @@ def is_model_dir(path) -> bool:
         return False
 
 
+# huggingface.co's own rule for the two halves of "owner/name".
+_HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def looks_like_path(name: str) -> bool:
+    """True for anything a user meant as a folder on this computer rather than a Hub id.
+
+    That is: it starts with ``.``, ``/`` or ``~``; holds a backslash, a drive colon or more
+    than one ``/``; exists here; or its first part is a folder here (``models/typo``).
+    """
+    text = str(name)
+    if text.startswith((".", "/", "~")) or "\\" in text or ":" in text or text.count("/") > 1:
+        return True
+    path = Path(text)
+    return path.exists() or ("/" in text and Path(text.split("/", 1)[0]).is_dir())
+
+
+def is_hub_id(name: str) -> bool:
+    """True for ``owner/name`` in the Hub's spelling that does not look like a local path."""
+    owner, _, model = str(name).partition("/")
+    return (not looks_like_path(name) and bool(_HUB_PART.fullmatch(owner)) and bool(_HUB_PART.fullmatch(model))
+            and ".." not in name)
+
+
+def local_model_folder(name) -> Path:
+    """``name`` as an existing folder, or ValueError saying plainly what is there instead.
+
+    Checks the path only (never the network or the data folder); whether the folder holds a
+    usable checkpoint is the loader's to say.
+    """
+    path = Path(os.path.expanduser(str(name)))
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ValueError(f"{path} is a file, not a model folder")
+    raise ValueError(f"no model folder at {path}")
+
+
+def resolve_model_name(name: str) -> tuple[str, Path | str]:
+    """("local", folder) or ("hub", repo_id) for what a user typed as a model.
+
+    A local path must exist (ValueError from ``local_model_folder`` otherwise); only an
+    ``owner/name`` that exists nowhere here is a Hub id, so a typo never becomes a download.
+    """
+    if is_hub_id(name):
+        return "hub", str(name)
+    return "local", local_model_folder(name)
+
+
 def _offline_message(repo_id: str) -> str:
     return (f"Cannot reach huggingface.co to download {repo_id}. Check your internet "
             f"connection, or choose a local model folder.")
@@ -139,6 +189,9 @@ def download_model(repo_id: str, dest=None, progress: Callable[[int, int], None]
         NetworkUnavailable: offline mode is on or huggingface.co cannot be reached.
         DownloadCancelled: ``cancel`` was set.
     """
+    if not is_hub_id(repo_id):   # a mistyped path must never create a folder or reach the network
+        local_model_folder(repo_id)
+        raise ValueError(f"{repo_id!r} is not a Hugging Face model id (owner/name)")
     if _is_offline():
         raise NetworkUnavailable(_offline_message(repo_id))
     from huggingface_hub import snapshot_download

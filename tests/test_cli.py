@@ -196,8 +196,8 @@ def test_missing_model_folder_says_so(inputs, tmp_path):
     missing = tmp_path / "models" / "Qwen3-ASR-0.6B"
     proc = subprocess.run([sys.executable, "-m", "cli.main", "transcribe", str(inputs["memo"][0]),
                            "--model", str(missing)], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == f"error: model folder not found: {missing}"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: no model folder at {missing}"
 
 
 def test_folder_that_is_not_a_model_says_so(inputs, tmp_path, capsys):
