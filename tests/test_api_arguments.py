@@ -126,3 +126,17 @@ def test_bytes_path_is_decoded_as_a_file_path(eng, tone, tmp_path):
     assert eng.generate([os.fsencode(path)], max_new_tokens=4) == by_str
     assert eng.generate(os.fsencode(path), max_new_tokens=4) == by_str
     assert eng.transcribe(os.fsencode(path)).text == eng.transcribe(str(path)).text
+
+
+def test_a_file_truncated_while_read_finishes_with_a_note(eng, tmp_path):
+    path = tmp_path / "long.wav"
+    t = np.arange(60 * 16000) / 16000
+    sf.write(str(path), (0.2 * np.sin(2 * np.pi * 200 * t)).astype(np.float32), 16000, subtype="PCM_16")
+    job = eng.submit_file(str(path))
+    while job._decoded == 0:         # the first 30 s block is read
+        eng.step()
+    os.truncate(path, 44 + 2 * 16000 * 35)   # another program cuts the file to 35 s
+    while not job.finished:
+        eng.step()
+    assert job.state == "done" and abs(job.duration - 35.0) < 0.1
+    assert any("truncated" in note and "60.0 s" in note for note in job.transcript.notes)

@@ -134,7 +134,12 @@ class FileJob:
             self._close_blocks()
             if self._decoded == 0:
                 raise ValueError(f"{self.source}: contains no audio samples")
-            self.duration = self._decoded / SAMPLE_RATE
+            header, self.duration = self.duration, self._decoded / SAMPLE_RATE
+            if self._samples is None and header and header - self.duration > max(1.0, 0.05 * header):
+                # the file shrank while it was read (or its header promises more than it holds)
+                self.notes.append(f"the file ended at {self.duration:.1f} s although its header says "
+                                  f"{header:.1f} s: it was truncated (or changed while being read); "
+                                  f"the transcript covers what could be read")
             chunks = self._chunker.finish() if self._chunker else self._quiet_point_chunks()
         else:
             self._decoded += len(block)
