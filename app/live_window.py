@@ -13,7 +13,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,7 +33,14 @@ from app.paths import recordings_dir
 
 log = logging.getLogger(__name__)
 FILE_ITEM = "__file__"
+SYSTEM_AUDIO_ITEM = "__system_audio__"
 TENTATIVE_COLOR = "#94A3B8"  # dimmer than committed text: these words may still change
+LAG_SHOWN_ABOVE_S = 2.0      # below this the captions count as live; above, say how far behind they are
+
+
+def lag_text(seconds: float) -> str:
+    """The "behind" label: empty while the captions keep up."""
+    return f"behind by {seconds:.0f} s" if seconds > LAG_SHOWN_ABOVE_S else ""
 
 
 # A slim scroll bar in the caption panel's own colours: the light default one looked
@@ -49,12 +56,39 @@ CAPTION_SCROLLBAR = (
     " QTextBrowser#liveTranscript QScrollBar::sub-page:vertical { background: none; }")
 
 
+def describe_input_error(source) -> str:
+    """The input's failure in words: a microphone that went away is "disconnected"."""
+    error = source.error or ""
+    if type(source).__name__ == "MicrophoneSource" and any(
+            s in error for s in ("ended unexpectedly", "no audio received", "delivers no audio",
+                                 "closing the stream failed")):
+        name = getattr(getattr(source, "device", None), "name", "") or "The microphone"
+        return (f"Microphone disconnected: {name} stopped sending sound. Plug it back in or "
+                "choose another input, then press Start.")
+    return f"Input stopped: {error}"
+
+
 def level_percent(dbfs: float) -> int:
     """Map -60..0 dBFS onto the meter's 0..100."""
     return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
 
 
+def friendly_input_name(dev) -> str:
+    """A PortAudio input as a person would name it: "default (ALSA)" is the system's microphone."""
+    name = dev.name.strip()
+    if name.lower() in ("default", "sysdefault"):
+        name = "System microphone"
+    elif name.lower() == "pulse":
+        name = "Sound server microphone"
+    else:
+        name = name.split(":")[0].strip() or name  # "USB Mic: Audio (hw:2,0)" -> "USB Mic"
+    return name + (" (default)" if dev.is_default else "")
+
+
 class LiveWindow(QWidget):
+    # text, committed segments, recording path or None, seconds: one finished session, for History
+    session_finished = Signal(str, object, object, float)
+
     def __init__(self, client, settings, parent=None):
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("Live captions")
@@ -65,7 +99,10 @@ class LiveWindow(QWidget):
         self.recorder = None
         self.recording_path: Path | None = None
         self.committed: list[str] = []
+        self.committed_segments: list = []
         self.tentative = ""
+        self._session_samples = 0
+        self._session_saved = False
 
         self.device_combo = QComboBox()
         self.device_combo.setMinimumWidth(260)
@@ -99,6 +136,11 @@ class LiveWindow(QWidget):
                              if self.device_combo.currentData() != FILE_ITEM else
                              "No microphone found: press Start to caption an audio file instead.")
         self.status.setWordWrap(True)
+        self.lag_label = QLabel()          # "behind by N s" when the engine cannot keep up
+        self.lag_label.setObjectName("liveLag")
+        self.lag_label.setToolTip("The computer is slower than the speech: captions arrive late, "
+                                  "and tentative updates come less often until it catches up.")
+        self.lag_label.hide()
 
         top = QHBoxLayout()
         top.addWidget(QLabel("Input:"))
@@ -117,6 +159,7 @@ class LiveWindow(QWidget):
         level_label.setToolTip("Input level")
         level.addWidget(level_label)
         level.addWidget(self.meter, 1)
+        level.addWidget(self.lag_label)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addLayout(level)
@@ -129,6 +172,8 @@ class LiveWindow(QWidget):
         worker = client.worker
         worker.stream_update.connect(self._stream_update)
         worker.stream_finished.connect(self._stream_finished)
+        if hasattr(worker, "stream_lag"):
+            worker.stream_lag.connect(self._stream_lag)
         worker.stream_failed.connect(self._stream_failed)
         self._font_changed(self.font_spin.value())
         self._update_buttons()
@@ -146,14 +191,25 @@ class LiveWindow(QWidget):
             log.info("no input devices: %s", exc)
             devices = []
         for dev in devices:
-            label = f"{dev.name} ({dev.host_api})" + (" — default" if dev.is_default else "")
-            self.device_combo.addItem(label, dev.index)
+            self.device_combo.addItem(friendly_input_name(dev), dev.index)
+            self.device_combo.setItemData(self.device_combo.count() - 1,
+                                          f"{dev.name} ({dev.host_api})", Qt.ItemDataRole.ToolTipRole)
             if dev.is_default:
                 self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
         if not devices:
             # Say so, but leave it unselectable: Start then plays a file, which works.
             self.device_combo.addItem("No microphone found", None)
             self.device_combo.model().item(0).setEnabled(False)
+        try:
+            from engine.audio.system_audio import LABEL, system_audio_available
+
+            if system_audio_available():
+                self.device_combo.addItem(LABEL, SYSTEM_AUDIO_ITEM)
+                self.device_combo.setItemData(
+                    self.device_combo.count() - 1, "Caption a video or a call: the sound going "
+                    "to your speakers or headphones", Qt.ItemDataRole.ToolTipRole)
+        except Exception as exc:  # no sound server: the item is simply not offered
+            log.info("no system audio input: %s", exc)
         self.device_combo.addItem("Audio file (played as a microphone)…", FILE_ITEM)
         if not devices:
             self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
@@ -171,6 +227,10 @@ class LiveWindow(QWidget):
                 from engine.audio.recorder import FileSource
 
                 source, label = FileSource(path), Path(path).name
+            elif choice == SYSTEM_AUDIO_ITEM:
+                from engine.audio.system_audio import SystemAudioSource
+
+                source, label = SystemAudioSource(), ""
             else:
                 from engine.audio.microphone import MicrophoneSource
 
@@ -195,6 +255,9 @@ class LiveWindow(QWidget):
             return False
         self.source = source
         self.committed, self.tentative = [], ""
+        self.committed_segments = []
+        self._session_samples = 0
+        self._session_saved = False
         self._render()
         self.recorder = None
         if self.record_check.isChecked():
@@ -244,14 +307,16 @@ class LiveWindow(QWidget):
             return
         pcm = source.read()
         if len(pcm):
+            self._session_samples += len(pcm)
             if self.recorder is not None:
                 self.recorder.write(pcm)
             if self.stream_id is not None:
                 self.client.feed_stream(self.stream_id, pcm)
         self.meter.setValue(level_percent(source.level))
         if source.error:
-            self.status.setText(f"Input stopped: {source.error}")
+            message = describe_input_error(source)
             self.stop()
+            self.status.setText(message)
         elif not final and getattr(source, "finished", False):
             self.stop()  # a file source ran out: finish like a user pressing Stop
 
@@ -260,15 +325,33 @@ class LiveWindow(QWidget):
         if stream_id != self.stream_id:
             return
         self.committed = [seg.text for seg in committed]
+        self.committed_segments = list(committed)
         self.tentative = tentative
         self._render()
 
+    def _stream_lag(self, stream_id: int, seconds: float):
+        if stream_id == self.stream_id:
+            text = lag_text(seconds)
+            self.lag_label.setText(text)
+            self.lag_label.setVisible(bool(text))
+
     def _stream_finished(self, stream_id: int):
         if stream_id == self.stream_id:
+            self.lag_label.hide()
             self.tentative = ""
             self._render()
             self.stream_id = None
             self._update_buttons()
+            self._emit_session()
+
+    def _emit_session(self):
+        """Hand the finished session to History (once; an empty one is not kept)."""
+        text = self.committed_text()
+        if self._session_saved or not text:
+            return
+        self._session_saved = True
+        self.session_finished.emit(text, list(self.committed_segments), self.recording_path,
+                                   self._session_samples / 16000.0)
 
     def _stream_failed(self, stream_id: int, message: str):
         if stream_id == self.stream_id:
@@ -293,7 +376,10 @@ class LiveWindow(QWidget):
         # Light on dark like TV captions, in both themes: readable over any background.
         self.captions.setStyleSheet(
             f"QTextBrowser#liveTranscript {{ font-size: {size}pt; background-color: #0F172A;"
-            f" color: #F8FAFC; border-radius: 10px; padding: 10px 14px; }}" + CAPTION_SCROLLBAR)
+            f" color: #F8FAFC; border-radius: 10px; padding: 0px 6px; }}" + CAPTION_SCROLLBAR)
+        # Room above the first line inside the document, not as widget padding: the padding
+        # clipped the top caption line once the text scrolled.
+        self.captions.document().setDocumentMargin(max(8, size // 2))
         self.settings.set(S.LIVE_FONT_SIZE, size)
 
     def set_stay_on_top(self, on: bool):
@@ -342,3 +428,10 @@ class LiveWindow(QWidget):
         self.stop()
         self.settings.set(S.LIVE_RECORD_AUDIO, self.record_check.isChecked())
         super().closeEvent(event)
+
+    def showEvent(self, event):
+        # A new opening starts a new session: the last one's text is in History.
+        if self.source is None and self.stream_id is None:
+            self.committed, self.tentative, self.committed_segments = [], "", []
+            self._render()
+        super().showEvent(event)

@@ -60,6 +60,7 @@ class _StreamState:
     stream: Any
     committed_count: int = -1
     tentative: str = ""
+    lag: int = 0                    # whole seconds the stream's text is behind its audio, as last sent
     extra: dict = field(default_factory=dict)
 
 
@@ -78,6 +79,7 @@ class EngineWorker(QObject):
     stream_update = Signal(int, object, str)  # stream id, committed Segments, tentative text
     stream_finished = Signal(int)
     stream_failed = Signal(int, str)
+    stream_lag = Signal(int, float)        # stream id, seconds its text is behind the audio (Stream.lag_seconds)
     activity = Signal(str)                 # short status-bar text
     stopped = Signal()
 
@@ -284,6 +286,10 @@ class EngineWorker(QObject):
             if len(committed) != st.committed_count or tentative != st.tentative:
                 st.committed_count, st.tentative = len(committed), tentative
                 self.stream_update.emit(stream_id, committed, tentative)
+            lag = float(getattr(st.stream, "lag_seconds", 0.0) or 0.0)
+            if int(lag) != st.lag:
+                st.lag = int(lag)
+                self.stream_lag.emit(stream_id, lag)
             if st.stream.finished:
                 self._streams.pop(stream_id)
                 error = getattr(st.stream, "error", None)

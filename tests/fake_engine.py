@@ -55,8 +55,11 @@ class FakeFileJob:
 
 
 class FakeStream:
+    LAG_SECONDS = 0.0       # what lag_seconds reports (tests of the "behind by" label set it)
+
     def __init__(self, engine, language, context):
         self.engine = engine
+        self.lag_seconds = self.LAG_SECONDS
         self.language = language
         self.committed: list[Segment] = []
         self.tentative = ""
