@@ -20,7 +20,9 @@ a peer whose path is not given is skipped with a message.
   subprocess that prints its timings as JSON; load time printed apart.
 - ours: ``engine.load(model, device="cpu", dtype=...)`` for float32 and bfloat16, and int8
   with ``quantize="int8"`` where the engine has it. Batched: the whole queue submitted, then
-  stepped; one by one: ``eng.generate([clip])`` per clip.
+  stepped; one by one: each clip submitted alone and stepped to the end (what
+  ``eng.generate([clip])`` does), with ``ignore_eos=True`` so the repetition guard does not
+  stop a random model's loops early.
 
 Every side forces English ("language English<asr_text>" after the prompt) and generates
 exactly the same number of tokens: 40 for the 10 s latency clip, 4 per second of audio for
@@ -96,19 +98,27 @@ def load_ours(model_dir, precision: str):
     return engine.load(model_dir, device="cpu", dtype=precision)
 
 
+def submit(eng, clip, n):
+    """A request for exactly ``n`` tokens: ``ignore_eos`` also turns off the repetition guard,
+    which would stop a random model's loops early (peers have no such guard)."""
+    try:
+        return eng.submit(clip, language="English", max_new_tokens=n, ignore_eos=True)
+    except TypeError:
+        return eng.submit(clip, language="English", max_new_tokens=n)
+
+
 def run_ours(eng, clips, tokens, latency_clip, repeat):
-    def generate(clip, n):
-        out = eng.generate([clip], language="English", max_new_tokens=n)[0]
-        assert len(out) == n, (len(out), n)
+    def generate(clip, n):      # one clip at a time, as eng.generate([clip]) does
+        req = submit(eng, clip, n)
+        while not req.finished:
+            eng.step()
+        assert len(req.token_ids) == n, (len(req.token_ids), n)
 
     generate(latency_clip[:16000], 2)                                      # warm-up
     latency = min(_timed(lambda: generate(latency_clip, LATENCY_TOKENS)) for _ in range(repeat))
 
     def queue():
-        try:
-            reqs = [eng.submit(c, language="English", max_new_tokens=n, ignore_eos=True) for c, n in zip(clips, tokens)]
-        except TypeError:
-            reqs = [eng.submit(c, language="English", max_new_tokens=n) for c, n in zip(clips, tokens)]
+        reqs = [submit(eng, c, n) for c, n in zip(clips, tokens)]
         while not all(r.finished for r in reqs):
             eng.step()
         got = [len(r.token_ids) for r in reqs]

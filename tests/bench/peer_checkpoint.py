@@ -16,7 +16,9 @@ WhisperFeatureExtractor preprocessor_config.json, explicit rope_theta, old dict 
 Embedding rows (the LM head is the same matrix, tied, and also stored as
 ``thinker.lm_head.weight``): the two end tokens' rows are zero and every row that is not a
 filler word is scaled down 1000x, so greedy decoding never ends and only ever emits filler
-words: every generated token then decodes to exactly one " w<6 digits>abcdefghijklmn", and
+words; the final norm's weights get random signs, so the tied head does not favour the
+token just read and the output does not settle into a loop (our CLI's repetition guard would
+stop it). Every generated token then decodes to exactly one " w<6 digits>abcdefghijklmn", and
 counting those words in a transcript counts the generated tokens on any side. Each word is
 longer than 20 characters, so the official package's (and our) repetition cleanup, which
 collapses patterns of up to 20 characters, never shortens a transcript of repeated tokens.
@@ -145,7 +147,7 @@ WHISPER_PREPROCESSOR = {
 }
 
 
-def build_peer_checkpoint(out_dir, *, seed: int = 0, dims: dict = REAL_0_6B, embed_std: float = 0.1) -> Path:
+def build_peer_checkpoint(out_dir, *, seed: int = 0, dims: dict = REAL_0_6B, embed_std: float = 1.0) -> Path:
     """Write the checkpoint (original layout, bfloat16) into ``out_dir``."""
     import tempfile
 
@@ -186,6 +188,12 @@ def build_peer_checkpoint(out_dir, *, seed: int = 0, dims: dict = REAL_0_6B, emb
         emb[~keep] *= 1e-3
         emb[list(END_TOKENS)] = 0
         model.lm_head.weight.copy_(emb)
+        # Random signs on the final norm: a tied head then has no pull towards the token just
+        # read (its logit is no longer |e|^2), so greedy output wanders instead of repeating one
+        # token, and our repetition guard (on in the CLI) does not cut the real-path benchmark.
+        norm = model.model.language_model.norm.weight
+        signs = torch.randint(0, 2, norm.shape, generator=torch.Generator().manual_seed(seed + 1)) * 2 - 1
+        norm.mul_(signs.to(norm.dtype))
     model = model.to(torch.bfloat16)
     model.generation_config.eos_token_id = list(END_TOKENS)
     model.generation_config.pad_token_id = 151643
