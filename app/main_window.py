@@ -4,11 +4,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtCore import QRect, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFileDialog,
     QLabel,
+    QLayout,
     QMainWindow,
     QMenu,
     QMessageBox,
@@ -21,14 +23,48 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME
 from app import settings as S
+from app.elided_label import ElidedLabel
 from app.export_actions import CHOICES, clipboard_text, export_many
-from app.file_collect import collect_audio_files, describe_refused
+from app.file_collect import collect_audio_files, describe_refused, supported_extensions
 from app.history_panel import HistoryPanel
+from app.notice_bar import NoticeBar
 from app.queue_controller import QueueController
+from app.queue_model import IN_FLIGHT
 from app.queue_view import QueuePanel
 from app.transcript_view import TranscriptView
 
 log = logging.getLogger(__name__)
+
+WAITING_FOR_MODEL = "Waiting for a model — choose one in Models"
+GETTING_STARTED = (
+    "1. Choose a model: Tools ▸ Models… downloads one (Qwen3-ASR-0.6B is fast) or uses a folder "
+    "you already have.\n\n"
+    "2. Drop audio or video files or folders on the window (or File ▸ Add files…). They are "
+    "transcribed one after another; the queue shows progress and time left.\n\n"
+    "3. Click a finished file to read its transcript. Double-click a line to correct it; click a "
+    "word to play from there.\n\n"
+    "4. Export subtitles (SRT, VTT) or text with the Export button.\n\n"
+    "Live captions (Ctrl+L) transcribe the microphone or what the computer plays as you listen.")
+SHORTCUTS = ("Ctrl+O\tAdd files\nCtrl+E\tExport SRT\nCtrl+F\tSearch the transcript\n"
+             "Enter\tNext match / save an edited line\nEscape\tCancel an edit\n"
+             "Delete\tRemove the selected files\nCtrl+L\tLive captions\nCtrl+Q\tQuit")
+
+
+def can_ask_user() -> bool:
+    """False on Qt's offscreen platform: a question box there would wait for an answer forever."""
+    return QGuiApplication.platformName() not in ("offscreen", "minimal")
+
+
+def toolbar_icon(name: str):
+    """A toolbar icon from resources/icons; a blank icon when it is missing (icons are cosmetic)."""
+    from PySide6.QtGui import QIcon
+
+    try:
+        import resources
+
+        return QIcon(str(resources.resource_path(f"icons/toolbar-{name}.svg")))
+    except (ImportError, FileNotFoundError, ValueError):
+        return QIcon()
 
 
 class MainWindow(QMainWindow):
@@ -37,6 +73,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         self.resize(1180, 720)
+        # The window's minimum is ours, never the content's: a long file name once made it
+        # 2225 px wide. Panels shrink and elide instead.
+        self.setMinimumSize(640, 420)
         self.client, self.history, self.settings = client, history, settings
         self.queue = QueueController(client, history, settings.get(S.PARALLEL_FILES), self)
         self.queue.word_timestamps = bool(settings.get(S.WORD_TIMESTAMPS) and settings.get(S.ALIGNER))
@@ -53,15 +92,23 @@ class MainWindow(QMainWindow):
         central = QWidget()
         margins = QVBoxLayout(central)  # breathing room: panels do not touch the window edges
         margins.setContentsMargins(6, 6, 6, 0)
+        self.notice = NoticeBar()
+        margins.addWidget(self.notice)
         margins.addWidget(self.splitter)
         self.setCentralWidget(central)
+        self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self.live_window = None
         self._selected_id: int | None = None
+        self._model_loading_now = False
         self._build_actions()
         self._build_status_bar()
         self._connect()
         self.history_panel.set_records(history.list_transcripts())
-        self.queue.restore(history.unfinished())
+        resumed = self.queue.restore(history.unfinished())
+        if resumed:
+            n = len(resumed)
+            self.notice.show_notice(f"{n} unfinished file{'s were' if n != 1 else ' was'} resumed "
+                                    "from the last session.")
 
     # -- construction ---------------------------------------------------------------------
     def _action(self, text, slot, shortcut=None, tip=""):
@@ -83,9 +130,16 @@ class MainWindow(QMainWindow):
         self.settings_action = self._action("Settings…", self.open_settings,
                                             QKeySequence.StandardKey.Preferences)
         self.about_action = self._action("About", self.open_about)
+        self.getting_started_action = self._action("Getting started", self.open_getting_started,
+                                                   QKeySequence.StandardKey.HelpContents)
+        self.shortcuts_action = self._action("Keyboard shortcuts", self.open_shortcuts)
+        self.data_folder_action = self._action("Open data folder", self.open_data_folder, None,
+                                               "History, downloaded models, recordings and logs")
         table = self.queue_panel.table
         self.cancel_action = self._action("Cancel", lambda: self.queue.cancel(table.selected_job_ids()))
         self.retry_action = self._action("Retry", lambda: self.queue.retry(table.selected_job_ids()))
+        self.again_action = self._action("Transcribe again",
+                                         lambda: self.queue.transcribe_again(table.selected_job_ids()))
         self.remove_action = self._action("Remove", self.remove_selected)
         self.export_menu = QMenu("Export", self)
         self.export_actions = []
@@ -99,10 +153,9 @@ class MainWindow(QMainWindow):
         # Ctrl+E exports in the first format (SRT); the menu has the rest.
         self.export_default_action = self._action("Export SRT", lambda: self.export_selected(CHOICES[0]),
                                                   "Ctrl+E")
-        table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
-        for action in (self.cancel_action, self.retry_action, self.remove_action):
-            table.addAction(action)
-        table.addAction(self.export_menu.menuAction())
+        # The menu is built for the rows under the pointer, so it offers only what applies.
+        table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        table.customContextMenuRequested.connect(self._queue_context_menu)
         file_menu = self.menuBar().addMenu("&File")
         for action in (self.add_action, self.add_folder_action):
             file_menu.addAction(action)
@@ -113,14 +166,23 @@ class MainWindow(QMainWindow):
         tools = self.menuBar().addMenu("&Tools")
         for action in (self.live_action, self.models_action, self.settings_action):
             tools.addAction(action)
-        self.menuBar().addMenu("&Help").addAction(self.about_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        for action in (self.getting_started_action, self.shortcuts_action, self.data_folder_action):
+            help_menu.addAction(action)
+        help_menu.addSeparator()
+        help_menu.addAction(self.about_action)
+        for action, name in ((self.add_action, "add"), (self.live_action, "live"),
+                             (self.models_action, "models"), (self.settings_action, "settings")):
+            action.setIcon(toolbar_icon(name))
         toolbar = self.addToolBar("Main")
         toolbar.setObjectName("mainToolbar")
         toolbar.setMovable(False)
-        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         toolbar.addAction(self.add_action)
         export_button = QToolButton()
         export_button.setText("Export")
+        export_button.setIcon(toolbar_icon("export"))
+        export_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         export_button.setMenu(self.export_menu)
         export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         toolbar.addWidget(export_button)
@@ -130,7 +192,8 @@ class MainWindow(QMainWindow):
 
     def _build_status_bar(self):
         self.model_label = QLabel("No model")
-        self.activity_label = QLabel("")
+        self.activity_label = ElidedLabel("")
+        self.activity_label.setMinimumWidth(120)
         for label in (self.model_label, self.activity_label):
             label.setContentsMargins(8, 0, 8, 0)
         self.statusBar().addPermanentWidget(self.activity_label)
@@ -140,6 +203,8 @@ class MainWindow(QMainWindow):
         panel = self.queue_panel
         panel.cancel_clicked.connect(lambda: self.queue.cancel(panel.table.selected_job_ids()))
         panel.retry_clicked.connect(lambda: self.queue.retry(panel.table.selected_job_ids()))
+        panel.again_clicked.connect(lambda: self.queue.transcribe_again(panel.table.selected_job_ids()))
+        self.transcript_view.models_requested.connect(self.open_model_manager)
         panel.remove_clicked.connect(self.remove_selected)
         panel.move_clicked.connect(lambda d: self.queue.move(panel.table.selected_job_ids(), d))
         panel.table.selectionModel().currentRowChanged.connect(self._queue_row_changed)
@@ -149,24 +214,23 @@ class MainWindow(QMainWindow):
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
         worker = self.client.worker
-        worker.model_loading.connect(lambda m: self.model_label.setText(f"Loading {Path(m).name}…"))
+        worker.model_loading.connect(self._model_loading)
         worker.model_loaded.connect(self._model_loaded)
         worker.model_failed.connect(self._model_failed)
-        worker.activity.connect(self.activity_label.setText)
+        worker.activity.connect(self._activity)
 
     # -- files in -----------------------------------------------------------------------------
     def add_paths(self, paths) -> list[int]:
         """Queue files and folders (recursively); unsupported ones are reported, not queued."""
         collected = collect_audio_files(paths)
-        if collected.refused:
-            self.statusBar().showMessage(describe_refused(collected.refused), 15000)
         ids = self.queue.add_files(collected.accepted, self.settings.get(S.LANGUAGE) or None,
                                    self.settings.get(S.CONTEXT))
         if ids:
             self.tabs.setCurrentWidget(self.queue_panel)
-            if collected.refused:
-                self.statusBar().showMessage(
-                    f"Added {len(ids)} files. " + describe_refused(collected.refused), 15000)
+        if collected.refused:
+            # A notice, not a status message: the queue's own messages replaced it within a second.
+            added = f"Added {len(ids)} file{'s' if len(ids) != 1 else ''}. " if ids else ""
+            self.notice.show_notice(added + describe_refused(collected.refused))
         return ids
 
     def receive_files(self, paths) -> None:
@@ -177,13 +241,28 @@ class MainWindow(QMainWindow):
         if paths:
             self.add_paths(paths)
 
+    def _dialog_folder(self) -> str:
+        """Where file dialogs open: the last folder used, else the home folder."""
+        last = self.settings.raw("ui/last_folder") or ""
+        return str(last) if last and Path(str(last)).is_dir() else str(Path.home())
+
+    def _remember_folder(self, folder) -> None:
+        self.settings.set_raw("ui/last_folder", str(folder))
+
     def add_files_dialog(self):
-        paths, _ = QFileDialog.getOpenFileNames(self, "Add audio or video files")
+        patterns = " ".join(f"*{ext}" for ext in sorted(supported_extensions()))
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Add audio or video files", self._dialog_folder(),
+            f"Audio and video files ({patterns});;All files (*)")
+        if paths:
+            self._remember_folder(Path(paths[0]).parent)
         self.add_paths(paths)
 
     def add_folder_dialog(self):
-        folder = QFileDialog.getExistingDirectory(self, "Add every audio file in a folder")
+        folder = QFileDialog.getExistingDirectory(self, "Add every audio file in a folder",
+                                                  self._dialog_folder())
         if folder:
+            self._remember_folder(folder)
             self.add_paths([folder])
 
     def dragEnterEvent(self, event):
@@ -210,14 +289,19 @@ class MainWindow(QMainWindow):
         if item is None:
             return
         self._selected_id = job_id
+        waiting_for_model = item.state in ("waiting", "queued") and not self.client.model_dir
         status = {"waiting": "Waiting to start.", "queued": "Starting…",
                   "running": f"Transcribing… {item.progress * 100:.0f}%",
                   "failed": item.error or "Failed.", "cancelled": "Cancelled."}.get(item.state, "")
         placeholder = {"failed": "No transcript: this file failed. Press Retry to try again.",
                        "cancelled": "No transcript: this file was cancelled. Press Retry to "
                                     "queue it again."}.get(item.state, "")
+        if waiting_for_model:
+            status = self.queue.model.wait_text or WAITING_FOR_MODEL
+            placeholder = status
         self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status,
                                              placeholder)
+        self.transcript_view.show_models_button(waiting_for_model and not self._model_loading_now)
 
     def _show_history_transcript(self, file_id: int):
         record, transcript = self.history.get_file(file_id), self.history.get_transcript(file_id)
@@ -273,13 +357,37 @@ class MainWindow(QMainWindow):
         if not items:
             self.statusBar().showMessage("Select a finished file to export.", 8000)
             return []
-        written, errors = export_many(self.settings, items, choice)
+        existing: list = []
+        written, errors = export_many(self.settings, items, choice, overwrite=False, existing=existing)
+        if existing and self.ask_replace([path for _, path in existing]):
+            # The same run again, replacing: names come out as in the first pass.
+            written, errors = export_many(self.settings, items, choice, overwrite=True)
         if errors:
             QMessageBox.warning(self, "Export", "\n".join(errors))
         if written:
             where = written[0] if len(written) == 1 else f"{len(written)} files in {written[0].parent}"
-            self.statusBar().showMessage(f"Exported {where}", 10000)
+            folder = written[0].parent
+            self.notice.show_notice(f"Exported {where}", "Open folder",
+                                    lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
+        elif existing:
+            self.statusBar().showMessage("Nothing exported: the files already there were kept.", 8000)
         return written
+
+    def ask_replace(self, paths) -> bool:
+        """Ask before an export replaces files that are already there (tests replace this).
+        With no one to ask (an offscreen run) the files are kept."""
+        if not can_ask_user():
+            return False
+        what = f"{paths[0].name} already exists" if len(paths) == 1 else \
+            f"{len(paths)} files already exist"
+        box = QMessageBox(QMessageBox.Icon.Question, "Replace files?",
+                          f"{what} in {paths[0].parent}.\nReplace?", parent=self)
+        if len(paths) > 1:
+            box.setDetailedText("\n".join(p.name for p in paths))
+        replace = box.addButton("Replace", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton("Keep the existing files", QMessageBox.ButtonRole.RejectRole)
+        box.exec()
+        return box.clickedButton() is replace
 
     def copy_selected(self):
         items = self.selected_transcripts()
@@ -290,22 +398,66 @@ class MainWindow(QMainWindow):
     def remove_selected(self):
         self.queue.remove(self.queue_panel.table.selected_job_ids())
 
+    def queue_context_actions(self) -> list:
+        """The context menu's entries for the selected rows: only those that would do something."""
+        table = self.queue_panel.table
+        states = {self.queue.model.item(j).state for j in table.selected_job_ids()}
+        if not states:
+            return []
+        out = []
+        if states & {"waiting", *IN_FLIGHT}:
+            out.append(self.cancel_action)
+        if states & {"failed", "cancelled"}:
+            out.append(self.retry_action)
+        if "done" in states:
+            out.append(self.again_action)
+        out.append(self.remove_action)
+        if "done" in states:
+            out.append(self.export_menu.menuAction())
+        return out
+
+    def _queue_context_menu(self, pos):
+        actions = self.queue_context_actions()
+        if actions:
+            menu = QMenu(self)
+            menu.addActions(actions)
+            menu.exec(self.queue_panel.table.viewport().mapToGlobal(pos))
+
     # -- model --------------------------------------------------------------------------
     def load_configured_model(self) -> bool:
         model = self.settings.get(S.MODEL)
         if not model:
             self.model_label.setText("No model")
+            self._set_wait_text(WAITING_FOR_MODEL)
             return False
         device, dtype = self.settings.get(S.DEVICE), self.settings.get(S.DTYPE)
         self.client.load_model(model, "" if device == "auto" else device,
                                "" if dtype == "auto" else dtype, self.settings.get(S.ALIGNER))
         return True
 
+    def _model_loading(self, model_dir: str):
+        self._model_loading_now = True
+        self.model_label.setText(f"Loading {Path(model_dir).name}…")
+        self._set_wait_text("Loading the model…")
+
+    def _activity(self, text: str):
+        # The model label already says "Loading …": the same words twice read as two loads.
+        self.activity_label.setText("" if text.startswith("Loading model") else text)
+
+    def _set_wait_text(self, text: str):
+        self.queue.model.set_wait_text(text)
+        if self._selected_id is not None and self.queue.model.item(self._selected_id) is not None:
+            self._show_queue_item(self._selected_id)
+
     def _model_loaded(self, model_dir: str, device: str):
+        self._model_loading_now = False
+        self._set_wait_text("")
         self.model_label.setText(f"Model: {Path(model_dir).name} on {device}")
         self.statusBar().showMessage(f"Model ready: {Path(model_dir).name} on {device}", 8000)
 
     def _model_failed(self, message: str):
+        self._model_loading_now = False
+        self._set_wait_text(WAITING_FOR_MODEL)
         self.model_label.setText("Model failed to load")
         self.statusBar().showMessage(message, 20000)
         QMessageBox.warning(self, "Model", f"{message}\n\nChoose another model in Models….")
@@ -316,9 +468,31 @@ class MainWindow(QMainWindow):
 
         if self.live_window is None:
             self.live_window = LiveWindow(self.client, self.settings)
+            self.live_window.session_finished.connect(self.save_live_session)
         self.live_window.show()
         self.live_window.raise_()
         return self.live_window
+
+    def save_live_session(self, text: str, segments, recording_path, seconds: float) -> int:
+        """Keep a finished live session in History, with its recording when there is one."""
+        import datetime as _dt
+
+        from engine.text.types import Segment, Transcript
+
+        stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+        path = str(recording_path) if recording_path else f"Live captions {stamp}"
+        segments = [Segment(s.start, s.end, s.text, list(getattr(s, "words", []) or []),
+                            getattr(s, "language", None)) for s in segments if s.text.strip()] \
+            or [Segment(0.0, seconds, text)]
+        language = next((s.language for s in segments if s.language), None)
+        transcript = Transcript(text=text, language=language, duration=seconds, segments=segments,
+                                model=self.client.model_dir)
+        file_id = self.history.add_file(path)
+        self.history.save_transcript(file_id, transcript)
+        rec = self.history.get_file(file_id)
+        self.history_panel.add(file_id, path, rec.finished_at if rec else None, transcript)
+        self.statusBar().showMessage("Live session saved in History", 8000)
+        return file_id
 
     def open_settings(self):
         from app.settings_dialog import SettingsDialog
@@ -368,7 +542,34 @@ class MainWindow(QMainWindow):
         if not self.load_configured_model():
             QTimer.singleShot(0, lambda: self.open_model_manager(first_run=True))
 
+    def unfinished_count(self) -> int:
+        return self.queue.model.count("waiting", *IN_FLIGHT)
+
+    def ask_quit(self, unfinished: int) -> tuple[bool, bool]:
+        """(quit?, don't ask again?) from a question box (tests replace this).
+        With no one to ask (an offscreen run) the app quits, as it did before asking existed."""
+        if not can_ask_user():
+            return True, False
+        box = QMessageBox(QMessageBox.Icon.Question, "Quit?",
+                          f"{unfinished} file{'s are' if unfinished != 1 else ' is'} still being "
+                          "transcribed or waiting.\nQuit now? They continue the next time you start "
+                          "the app.", parent=self)
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton("Keep working", QMessageBox.ButtonRole.RejectRole)
+        dont_ask = QCheckBox("Don't ask again")
+        box.setCheckBox(dont_ask)
+        box.exec()
+        return box.clickedButton() is quit_button, dont_ask.isChecked()
+
     def closeEvent(self, event):
+        unfinished = self.unfinished_count()
+        if unfinished and self.settings.get(S.CONFIRM_QUIT):
+            quit_now, dont_ask = self.ask_quit(unfinished)
+            if not quit_now:
+                event.ignore()
+                return
+            if dont_ask:
+                self.settings.set(S.CONFIRM_QUIT, False)
         self.queue.shutdown()
         if self.live_window is not None:
             self.live_window.close()
@@ -384,3 +585,36 @@ class MainWindow(QMainWindow):
             self.settings.report_bad("window/geometry", geometry, "not a saved window geometry")
         if splitter is not None and not self.splitter.restoreState(splitter):
             self.settings.report_bad("window/splitter", splitter, "not a saved splitter state")
+        self.fit_on_screen()
+
+    def fit_on_screen(self) -> None:
+        """Keep the window inside the screen it is on: a geometry saved on a larger screen (or
+        made too wide by content) must not leave it wider than the screen at the next start."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return
+        area: QRect = screen.availableGeometry()
+        if self.isMaximized() or self.isFullScreen():
+            return
+        width = min(self.width(), area.width())
+        height = min(self.height(), area.height())
+        if (width, height) != (self.width(), self.height()):
+            self.resize(width, height)
+        x = min(max(self.x(), area.left()), area.right() - width + 1)
+        y = min(max(self.y(), area.top()), area.bottom() - height + 1)
+        if (x, y) != (self.x(), self.y()):
+            self.move(x, y)
+
+    # -- help ---------------------------------------------------------------------------
+    def open_getting_started(self):
+        QMessageBox.information(self, "Getting started", GETTING_STARTED)
+
+    def open_shortcuts(self):
+        QMessageBox.information(self, "Keyboard shortcuts", SHORTCUTS)
+
+    def open_data_folder(self):
+        from app.paths import data_dir
+
+        folder = data_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))

@@ -71,8 +71,13 @@ class Player(QObject):
             self._clock.timeout.connect(self._sd_tick)
             self._decoded.connect(self._sd_start)
         else:
-            self.unavailable_reason = ("Playback is off: it needs PySide6-Addons (QtMultimedia) "
-                                       "or a sound output device.")
+            self.unavailable_reason = ("Playback is off: no sound output device was found "
+                                       "(is PortAudio, libportaudio2, installed?).")
+
+    @property
+    def path(self) -> str:
+        """The file last played (position reports are about it)."""
+        return self._path
 
     @property
     def available(self) -> bool:

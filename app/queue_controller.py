@@ -119,6 +119,16 @@ class QueueController(QObject):
                 self.model.update(job_id, state="waiting", progress=0.0, eta=-1.0, error=None)
         self.dispatch()
 
+    def transcribe_again(self, job_ids) -> None:
+        """Queue finished files once more (another model or language may do better)."""
+        for job_id in job_ids:
+            item = self.model.item(job_id)
+            if item is not None and item.state == "done":
+                self.history.set_state(job_id, "queued")
+                self.model.update(job_id, state="waiting", progress=0.0, eta=-1.0, error=None,
+                                  transcript=None)
+        self.dispatch()
+
     def remove(self, job_ids) -> None:
         for job_id in job_ids:
             item = self.model.item(job_id)

@@ -41,6 +41,11 @@ class QueueItem:
         return Path(self.path).name
 
 
+def has_speech(transcript) -> bool:
+    """False for a finished transcript with no words in it (silence, music, noise)."""
+    return transcript is None or bool((getattr(transcript, "text", "") or "").strip())
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None or seconds < 0:
         return ""
@@ -56,6 +61,14 @@ class QueueModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.items: list[QueueItem] = []
+        # Said instead of "Starting…" while no model is there to start files with.
+        self.wait_text = ""
+
+    def set_wait_text(self, text: str) -> None:
+        if text != self.wait_text:
+            self.wait_text = text
+            if self.items:
+                self.dataChanged.emit(self.index(0, 0), self.index(len(self.items) - 1, len(HEADERS) - 1))
 
     # -- Qt model API ----------------------------------------------------------------
     def rowCount(self, parent=QModelIndex()):
@@ -104,6 +117,8 @@ class QueueModel(QAbstractTableModel):
         if col == COL_CONTEXT:
             return item.context
         if col == COL_STATUS:
+            if item.state == "done" and not has_speech(item.transcript):
+                return "No speech"
             return STATUS_TEXT.get(item.state, item.state)
         if col == COL_PROGRESS:
             return f"{item.progress * 100:.0f}%"

@@ -63,7 +63,7 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.minimum, bar.maximum = 0, 1000
         bar.progress = int(round(item.progress * 1000))
         bar.textVisible = True
-        bar.text = progress_text(item)
+        bar.text = progress_text(item, index.model().wait_text)
         bar.textAlignment = Qt.AlignmentFlag.AlignCenter
         bar.state = option.state | QStyle.StateFlag.State_Horizontal
         bar.palette = option.palette
@@ -71,10 +71,11 @@ class ProgressDelegate(QStyledItemDelegate):
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, self._styled_bar)
 
 
-def progress_text(item) -> str:
-    """The progress cell's text: only files being transcribed have one."""
+def progress_text(item, wait_text: str = "") -> str:
+    """The progress cell's text: only files being transcribed have one. ``wait_text`` says why
+    nothing starts ("Waiting for a model …") while there is no model."""
     if item.state == "queued":
-        return "Starting…"
+        return wait_text or "Starting…"
     if item.state != "running":
         return ""
     percent = f"{item.progress * 100:.0f}%"
@@ -95,6 +96,12 @@ class LanguageDelegate(QStyledItemDelegate):
     def setModelData(self, editor, model, index):
         model.setData(index, editor.currentData() or "", Qt.ItemDataRole.EditRole)
 
+    def updateEditorGeometry(self, editor, option, index):  # noqa: N802
+        # As wide as its longest entry ("Detect automatically"), even where the column is narrower.
+        rect = option.rect
+        rect.setWidth(max(rect.width(), editor.sizeHint().width()))
+        editor.setGeometry(rect)
+
 
 class QueueTable(QTableView):
     delete_pressed = Signal()
@@ -110,6 +117,8 @@ class QueueTable(QTableView):
         self.setAlternatingRowColors(True)
         self.setShowGrid(False)
         self.setWordWrap(False)
+        # "lecture-2024-…-part2.wav" tells files apart; "lecture…" for every row did not.
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.verticalHeader().hide()
         self.verticalHeader().setDefaultSectionSize(30)
         self._progress_delegate = ProgressDelegate(self)
@@ -118,8 +127,9 @@ class QueueTable(QTableView):
         self.setItemDelegateForColumn(COL_LANGUAGE, self._language_delegate)
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, 120), (COL_CONTEXT, 110),
-                           (COL_STATUS, 95), (COL_PROGRESS, 150)):
+        # Context is usually empty: narrow, so the file names get the room.
+        for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, 100), (COL_CONTEXT, 70),
+                           (COL_STATUS, 90), (COL_PROGRESS, 150)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.setColumnWidth(col, width)
 
@@ -141,6 +151,7 @@ class QueuePanel(QWidget):
 
     cancel_clicked = Signal()
     retry_clicked = Signal()
+    again_clicked = Signal()
     remove_clicked = Signal()
     move_clicked = Signal(int)  # -1 up, +1 down
 
@@ -162,7 +173,8 @@ class QueuePanel(QWidget):
         self.stack.addWidget(self.table)
         buttons = QHBoxLayout()
         self.cancel_button = self._button("Cancel", self.cancel_clicked, "Stop the selected files")
-        self.retry_button = self._button("Retry", self.retry_clicked, "Queue failed or cancelled files again")
+        self.retry_button = self._button("Retry", self._retry_or_again,
+                                         "Queue failed or cancelled files again")
         self.remove_button = self._button("Remove", self.remove_clicked, "Remove from the list (Delete)")
         self.up_button = self._button("Move up", lambda: self.move_clicked.emit(-1), "Process earlier")
         self.down_button = self._button("Move down", lambda: self.move_clicked.emit(1), "Process later")
@@ -180,6 +192,12 @@ class QueuePanel(QWidget):
         self.table.selectionModel().selectionChanged.connect(self.refresh)
         self.refresh()
 
+    def _retry_or_again(self):
+        if self.retry_button.text() == "Transcribe again":
+            self.again_clicked.emit()
+        else:
+            self.retry_clicked.emit()
+
     def _button(self, text, slot, tip):
         button = QPushButton(text)
         button.setToolTip(tip)
@@ -191,7 +209,12 @@ class QueuePanel(QWidget):
         selected = [self.model.item(j) for j in self.table.selected_job_ids()]
         states = {item.state for item in selected if item}
         self.cancel_button.setEnabled(bool(states & {"waiting", *IN_FLIGHT}))
-        self.retry_button.setEnabled(bool(states & {"failed", "cancelled"}))
+        # One button, named for what it does: Retry (failed, cancelled) or Transcribe again (done).
+        again = bool(states) and states <= {"done"}
+        self.retry_button.setText("Transcribe again" if again else "Retry")
+        self.retry_button.setToolTip("Transcribe the selected files once more" if again
+                                     else "Queue failed or cancelled files again")
+        self.retry_button.setEnabled(again or bool(states & {"failed", "cancelled"}))
         self.remove_button.setEnabled(bool(selected))
         self.up_button.setEnabled(states == {"waiting"})
         self.down_button.setEnabled(states == {"waiting"})

@@ -44,7 +44,8 @@ EXPORT_TEMPLATE = Key("export/template", "{stem}.{ext}")
 THEME = Key("ui/theme", "system")
 LIVE_FONT_SIZE = Key("live/font_size", 20)
 LIVE_STAY_ON_TOP = Key("live/stay_on_top", False)
-LIVE_RECORD_AUDIO = Key("live/record_audio", True)
+LIVE_RECORD_AUDIO = Key("live/record_audio", False)  # opt in: it copies every input to disk
+CONFIRM_QUIT = Key("ui/confirm_quit", True)   # ask before quitting with files unfinished
 LIVE_DEVICE = Key("live/device", "")
 
 

@@ -14,6 +14,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
+    QPlainTextEdit,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -92,6 +93,38 @@ class SegmentTextDelegate(QStyledItemDelegate):
         width = self.view.columnWidth(index.column()) if self.view else option.rect.width()
         doc = self._document(option, index, width)
         return QSize(width, int(doc.size().height()) + 2 * PADDING_Y + 4)
+
+    # -- editing: a multi-line box the size of the row (at least three lines), Enter saves,
+    # Shift+Enter starts a new line, Escape cancels.
+    def createEditor(self, parent, option, index):  # noqa: N802
+        editor = QPlainTextEdit(parent)
+        editor.setObjectName("segmentEditor")
+        editor.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        editor.setTabChangesFocus(True)
+        editor.installEventFilter(self)
+        return editor
+
+    def setEditorData(self, editor, index):  # noqa: N802
+        editor.setPlainText(index.data(Qt.ItemDataRole.EditRole) or "")
+        editor.selectAll()
+
+    def setModelData(self, editor, model, index):  # noqa: N802
+        model.setData(index, " ".join(editor.toPlainText().split()), Qt.ItemDataRole.EditRole)
+
+    def updateEditorGeometry(self, editor, option, index):  # noqa: N802
+        rect = option.rect
+        lines = editor.fontMetrics().lineSpacing() * 3 + 12
+        rect.setHeight(max(rect.height(), lines))
+        editor.setGeometry(rect)
+
+    def eventFilter(self, editor, event):  # noqa: N802
+        if isinstance(editor, QPlainTextEdit) and event.type() == QEvent.Type.KeyPress and \
+                event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+                not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.commitData.emit(editor)
+            self.closeEditor.emit(editor, QStyledItemDelegate.EndEditHint.NoHint)
+            return True
+        return super().eventFilter(editor, event)
 
     def editorEvent(self, event, model, option, index):
         if event.type() == QEvent.Type.MouseButtonRelease and \

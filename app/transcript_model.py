@@ -50,6 +50,11 @@ def format_time(seconds: float) -> str:
     return f"{minutes:02d}:{secs:04.1f}"
 
 
+def format_span(start: float, end: float) -> str:
+    """A segment's time cell: start over end, so each row says where it begins and ends."""
+    return f"{format_time(start)}\n{format_time(end)}"
+
+
 class TranscriptModel(QAbstractTableModel):
     segment_edited = Signal(int, int, str)  # file id, segment index, new text
 
@@ -90,11 +95,11 @@ class TranscriptModel(QAbstractTableModel):
             return None
         row, seg = index.row(), self.segments[index.row()]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-            return format_time(seg.start) if index.column() == COL_TIME else seg.text
+            return format_span(seg.start, seg.end) if index.column() == COL_TIME else seg.text
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == COL_TIME:
             return int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         if role == Qt.ItemDataRole.ToolTipRole and index.column() == COL_TIME:
-            return f"{format_time(seg.start)} – {format_time(seg.end)}; click to play"
+            return "Click to play from here"
         if role == WordSpansRole:
             return self.spans(row)
         if role == PlayingWordRole:
@@ -164,6 +169,13 @@ class TranscriptModel(QAbstractTableModel):
         if self.rowCount():
             self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, 1))
         return self.matching_rows()
+
+    def match_count(self) -> int:
+        """How many times the search text occurs (case-insensitive), over all segments."""
+        if not self.search:
+            return 0
+        needle = self.search.lower()
+        return sum(seg.text.lower().count(needle) for seg in self.segments)
 
     def matching_rows(self) -> list[int]:
         if not self.search:

@@ -10,12 +10,14 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSlider,
     QStackedWidget,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
+from app.elided_label import ElidedLabel
 from app.player import Player
 from app.queue_model import format_duration
 from app.transcript_delegate import SegmentTextDelegate
@@ -56,8 +58,13 @@ NO_SELECTION = "Select a file in the queue or in History to see its transcript h
 NOT_YET = "The transcript appears here when the file is done."
 
 
+NO_SPEECH = ("No speech found in this file. If there is speech, try another language in the "
+             "queue's Language column, or a larger model.")
+
+
 class TranscriptView(QWidget):
     segment_edited = Signal(int, int, str)  # file id, segment index, text
+    models_requested = Signal()             # the "Choose a model…" button
 
     def __init__(self, player: Player | None = None, parent=None):
         super().__init__(parent)
@@ -65,12 +72,15 @@ class TranscriptView(QWidget):
         self.model.segment_edited.connect(self.segment_edited)
         self.player = player or Player(self)
         self.source_path = ""
-        self.title = QLabel("Transcript")
+        self.title = ElidedLabel("Transcript")
         self.title.setObjectName("transcriptTitle")
         self.title.setStyleSheet("font-size: 13pt; font-weight: 600;")
         self.details = QLabel("")
         self.details.setWordWrap(True)
         self.details.setStyleSheet("color: palette(placeholder-text);")
+        self.models_button = QPushButton("Choose a model…")
+        self.models_button.clicked.connect(self.models_requested)
+        self.models_button.hide()
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search the transcript (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
@@ -81,6 +91,12 @@ class TranscriptView(QWidget):
         self.play_button.setToolTip("Play from the selected segment; click a word to play from it")
         self.play_button.clicked.connect(self.toggle_play)
         self.position_label = QLabel("")
+        # Where playback is in the file shown, and a way to go elsewhere in it.
+        self.seek = QSlider(Qt.Orientation.Horizontal)
+        self.seek.setObjectName("seekBar")
+        self.seek.setToolTip("Drag to play from another point")
+        self.seek.setRange(0, 0)
+        self.seek.sliderReleased.connect(lambda: self.play_from(self.seek.value() / 1000.0))
         self.table = SegmentTable(self.model)
         self.table.text_delegate.word_clicked.connect(self._word_clicked)
         self.table.clicked.connect(self._cell_clicked)
@@ -103,13 +119,17 @@ class TranscriptView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.search, 1)
         top.addWidget(self.match_label)
-        top.addWidget(self.play_button)
-        top.addWidget(self.position_label)
+        playback = QHBoxLayout()
+        playback.addWidget(self.play_button)
+        playback.addWidget(self.seek, 1)
+        playback.addWidget(self.position_label)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.details)
+        layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addLayout(top)
+        layout.addLayout(playback)
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.message)
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
@@ -123,6 +143,7 @@ class TranscriptView(QWidget):
             self.play_button.setToolTip(self.player.unavailable_reason)
         self._matches: list[int] = []
         self._match_at = -1
+        self._duration = 0.0
         self.show_transcript(None, None, "")
 
     # -- content -----------------------------------------------------------------
@@ -134,6 +155,12 @@ class TranscriptView(QWidget):
             self.player.stop()
         self.source_path = source_path
         self.model.set_transcript(file_id, transcript)
+        duration = float(getattr(transcript, "duration", 0.0) or 0.0)
+        self.seek.setRange(0, int(duration * 1000))
+        self.seek.setValue(0)
+        self.seek.setEnabled(transcript is not None and self.player.available and duration > 0)
+        self._duration = duration
+        self.position_label.setText(self._time_text(0.0) if transcript is not None else "")
         self.title.setText(title or "Transcript")
         if transcript is None:
             self.details.setText(status)
@@ -149,7 +176,11 @@ class TranscriptView(QWidget):
             if not self.player.available:
                 notes.append(self.player.unavailable_reason)
             self.message.setText("\n".join(notes))
-        self.stack.setCurrentWidget(self.table if transcript is not None else self.placeholder)
+        empty = transcript is not None and not (transcript.text or "").strip()
+        if empty:
+            self.placeholder.setText(NO_SPEECH)
+        self.stack.setCurrentWidget(self.table if transcript is not None and not empty
+                                    else self.placeholder)
         self.search.setEnabled(transcript is not None)
         self.play_button.setEnabled(transcript is not None and self.player.available)
         self._search(self.search.text())
@@ -158,7 +189,13 @@ class TranscriptView(QWidget):
         self._matches = self.model.set_search(text)
         self._match_at = -1
         if text.strip():
-            self.match_label.setText(f"{len(self._matches)} found")
+            count, rows = self.model.match_count(), len(self._matches)
+            if count == 0:
+                self.match_label.setText("No matches")
+            elif rows == 1:
+                self.match_label.setText(f"{count} match{'es' if count != 1 else ''}")
+            else:
+                self.match_label.setText(f"{count} matches in {rows} segments")
             self.next_match()
         else:
             self.match_label.setText("")
@@ -196,8 +233,18 @@ class TranscriptView(QWidget):
         if index.column() == COL_TIME:
             self._word_clicked(index.row(), -1)
 
+    def show_models_button(self, visible: bool) -> None:
+        self.models_button.setVisible(visible)
+
+    def _time_text(self, seconds: float) -> str:
+        return f"{format_time(seconds)} / {format_time(self._duration)}"
+
     def _position(self, seconds: float):
-        self.position_label.setText(format_time(seconds))
+        if getattr(self.player, "path", self.source_path) != self.source_path:
+            return  # another file's playback: the label belongs to the file shown
+        self.position_label.setText(self._time_text(seconds))
+        if not self.seek.isSliderDown():
+            self.seek.setValue(int(seconds * 1000))
         row = self.model.set_playhead(seconds)
         if row >= 0 and self.player.playing:
             self.table.scrollTo(self.model.index(row, COL_TEXT))

@@ -105,7 +105,8 @@ def test_drop_transcribe_export(window, qtbot, speech_wav, tmp_path):
     for choice in CHOICES[:5]:
         written += window.export_selected(choice)
     names = sorted(p.name for p in written)
-    assert names == ["first.json", "first.srt", "first.txt", "first.vtt", "first.vtt"]
+    # Karaoke VTT has a name of its own: it no longer replaces the plain one (issue 15).
+    assert names == ["first.json", "first.karaoke.vtt", "first.srt", "first.txt", "first.vtt"]
     list(srt.parse((tmp_path / "out/first.srt").read_text("utf-8")))
     webvtt.read(str(tmp_path / "out/first.vtt"))
     data = json.loads((tmp_path / "out/first.json").read_text("utf-8"))

@@ -363,6 +363,7 @@ def test_app_queue_corpus_fails_alone_with_visible_reasons(window, corpus, qtbot
     assert len(first) == len(done) and not warnings
     before = {p: p.read_bytes() for p in first}
 
+    window.ask_replace = lambda paths: True  # the user agrees to replace the first export
     with monkeypatch.context() as m:
         _disk_full_for(m, "café")
         again = window.export_selected(txt)

@@ -71,7 +71,8 @@ class Shooter:
             time.sleep(0.02)
 
     def wait(self, condition, timeout: float = 120.0, what: str = ""):
-        end = time.monotonic() + timeout
+        # SHOTS_TIMEOUT_SCALE stretches every wait on a busy machine (the 30 min file's VAD).
+        end = time.monotonic() + timeout * float(os.environ.get("SHOTS_TIMEOUT_SCALE", "1"))
         while not condition():
             if time.monotonic() > end:
                 raise TimeoutError(f"timed out waiting for {what}")
@@ -127,7 +128,8 @@ def take_screenshots(args, work: Path) -> int:
         speak(work / "notes.wav", "Remember to export the subtitles before Friday."),
     ]
     # A long third file keeps the queue busy long enough to show progress bars with ETAs.
-    files.append(_repeat(files[0], work / "lecture.wav", minutes=30))
+    minutes = float(os.environ.get("SHOTS_LECTURE_MINUTES", "30"))  # shorter on a busy machine
+    files.append(_repeat(files[0], work / "lecture.wav", minutes=minutes))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     window, client = build_app(app, parse_args(["--model", args.model]))
     if args.dark:
