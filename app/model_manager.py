@@ -54,6 +54,39 @@ class DownloadThread(QThread):
             self.succeeded.emit(str(path))
 
 
+LAYOUTS_EXPLAINED = (
+    "Each model comes in two layouts that give the same results: the original one "
+    "(Qwen/Qwen3-ASR-0.6B) and one arranged for the transformers library (names ending in -hf). "
+    "Either works here; you need only one of them.")
+
+
+def same_folder(a, b) -> bool:
+    if not a or not b:
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return str(a) == str(b)
+
+
+def folder_size(folder) -> int:
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+
+
+def format_size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
+
+
+def in_use_text(current_model: str) -> str:
+    """Which model the app uses now, in words (a local folder counts too)."""
+    if not current_model:
+        return "No model in use yet."
+    for model in KNOWN_MODELS:
+        if same_folder(default_model_dest(model.repo_id), current_model):
+            return f"In use now: {model.repo_id} (downloaded)."
+    return f"In use now: the model folder {current_model}"
+
+
 class ModelManagerDialog(QDialog):
     model_chosen = Signal(str, str)  # folder, kind ("asr" or "aligner")
 
@@ -66,22 +99,31 @@ class ModelManagerDialog(QDialog):
             "computer and works offline afterwards), or pick a folder that already holds one."
             if first_run else "Download a model, or use a model folder you already have.")
         intro.setWordWrap(True)
+        self.current_model = current_model
+        self.in_use = QLabel(in_use_text(current_model))
+        self.in_use.setObjectName("modelInUse")
+        self.in_use.setWordWrap(True)
+        self.in_use.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layouts = QLabel(LAYOUTS_EXPLAINED)
+        layouts.setWordWrap(True)
+        layouts.setStyleSheet("color: palette(placeholder-text);")
         self.list = QTreeWidget()
         self.list.setObjectName("modelList")
-        self.list.setHeaderLabels(["Model", "Status", "What it is"])
+        self.list.setHeaderLabels(["Model", "Status", "On disk", "What it is"])
         self.list.setRootIsDecorated(False)
         self.list.setAlternatingRowColors(True)
         self.list.setWordWrap(True)
         header = self.list.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         for model in KNOWN_MODELS:
             item = QTreeWidgetItem(self.list)
             item.setData(0, MODEL_ROLE, model)
             item.setText(0, model.repo_id)
-            item.setText(2, model.description)
-            item.setToolTip(2, model.description)
+            item.setText(3, model.description)
+            item.setToolTip(3, model.description)
         self.refresh_list(current_model)
         self.list.currentItemChanged.connect(lambda *_: self._update_buttons())
         self.progress = QProgressBar()
@@ -96,8 +138,12 @@ class ModelManagerDialog(QDialog):
         self.use_button.clicked.connect(self.use_selected)
         self.folder_button = QPushButton("Choose a local folder…")
         self.folder_button.clicked.connect(self.choose_folder)
+        self.delete_button = QPushButton("Delete download")
+        self.delete_button.setToolTip("Remove the downloaded files from this computer")
+        self.delete_button.clicked.connect(self.delete_selected)
         row = QHBoxLayout()
-        for button in (self.download_button, self.cancel_button, self.use_button):
+        for button in (self.download_button, self.cancel_button, self.use_button,
+                       self.delete_button):
             row.addWidget(button)
         row.addWidget(self.folder_button)
         row.addStretch(1)
@@ -106,7 +152,9 @@ class ModelManagerDialog(QDialog):
         row.addWidget(close)  # one row of buttons, Close at the end of it
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
+        layout.addWidget(self.in_use)
         layout.addWidget(self.list, 1)
+        layout.addWidget(layouts)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addLayout(row)
@@ -123,9 +171,12 @@ class ModelManagerDialog(QDialog):
             model = item.data(0, MODEL_ROLE)
             dest = default_model_dest(model.repo_id)
             if is_model_dir(dest):
-                state = "In use" if str(dest) == current_model else "Downloaded"
+                state = "In use" if same_folder(dest, current_model or self.current_model) \
+                    else "Downloaded"
+                item.setText(2, format_size(folder_size(dest)))
             else:
                 state = "Not downloaded"
+                item.setText(2, "")
             item.setText(1, state)
 
     def selected_model(self):
@@ -139,7 +190,37 @@ class ModelManagerDialog(QDialog):
         self.download_button.setEnabled(model is not None and not busy and not downloaded)
         self.cancel_button.setEnabled(busy)
         self.use_button.setEnabled(downloaded and not busy)
+        in_use = model is not None and same_folder(default_model_dest(model.repo_id),
+                                                   self.current_model)
+        self.delete_button.setEnabled(downloaded and not busy and not in_use)
         self.list.setEnabled(not busy)
+
+    def delete_selected(self, confirm: bool = True) -> bool:
+        """Delete the selected download (never the model in use); asks first unless told not to."""
+        import shutil
+
+        from PySide6.QtWidgets import QMessageBox
+
+        model = self.selected_model()
+        if model is None:
+            return False
+        dest = default_model_dest(model.repo_id)
+        if not is_model_dir(dest) or same_folder(dest, self.current_model):
+            return False
+        if confirm and QMessageBox.question(
+                self, "Delete download",
+                f"Delete {model.repo_id} ({format_size(folder_size(dest))}) from this computer? "
+                "You can download it again later.") != QMessageBox.StandardButton.Yes:
+            return False
+        try:
+            shutil.rmtree(dest)
+        except OSError as exc:
+            self.status.setText(f"Could not delete {dest}: {exc}")
+            return False
+        self.status.setText(f"Deleted {model.repo_id}.")
+        self.refresh_list()
+        self._update_buttons()
+        return True
 
     def start_download(self):
         model = self.selected_model()
