@@ -17,7 +17,8 @@ language="English")``, also as a subprocess. Skipped with a message when not giv
 Equal work: the checkpoint (``peer_checkpoint.py``) never emits an end token, so each side
 generates up to its cap on every chunk, and each generated token is one " w<6 digits>abcdefghijklmn"
 word (longer than any pattern the repetition cleanup collapses), counted in the output.
-Our CLI's chunks of at most 30 s stop at its own cap; we count the tokens in its output and
+Our CLI's chunks of at most 30 s stop at its own cap (or earlier where its repetition guard
+stops a random-weight loop; printed); we count the tokens in its output and
 give the official package the same total as its ``max_new_tokens`` (it cuts a file only
 beyond 20 minutes, so one chunk gets it all; with k chunks each gets total/k, and the
 totals then differ by less than k, printed). Printed per side: end-to-end seconds (process
@@ -165,7 +166,9 @@ def run_ours(cli, wav: Path, model: Path, precision: str, help_text: str, thread
     data = json.loads(next(out_dir.glob("*.json")).read_text())
     said = [line.strip() for line in err.splitlines() if OURS_LOADED.search(line)]
     tokens = sum(count_tokens(s["text"]) for s in data["segments"]) if data["segments"] else count_tokens(data["text"])
-    return {"wall": wall, "after_load": after_load, "tokens": tokens, "segments": len(data["segments"]),
+    # What the chunks would give at the engine's length cap (48 + 15 per second), from the segment spans.
+    cap = sum(48 + int(15 * (s["end"] - s["start"])) for s in data["segments"] if s["end"] is not None)
+    return {"wall": wall, "after_load": after_load, "tokens": tokens, "segments": len(data["segments"]), "cap": cap,
             "said": said[0] if said else "(the CLI did not print its device/dtype/threads line)"}
 
 
@@ -250,6 +253,10 @@ def main():
             print(f"\n{minutes:g} min, {precision}: our CLI said: {ours['said']}")
             print(f"  ours: {ours['wall']:.1f} s end to end, {ours['after_load']:.1f} s after load, "
                   f"{ours['tokens']} tokens in {ours['segments']} segments", flush=True)
+            if ours["tokens"] < 0.9 * ours["cap"]:
+                print(f"  note: the segments' length caps add up to about {ours['cap']} tokens; fewer came out, so "
+                      "our repetition guard stopped random-weight loops early (the official package, given the "
+                      "same total, then generates as many tokens as we output; we generated a few more)")
             rows.append((minutes, precision, "ours (CLI)", ours["wall"], ours["after_load"], ours["tokens"]))
             if args.qwenasr_python is None or precision == "int8":
                 continue

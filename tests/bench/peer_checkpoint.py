@@ -17,8 +17,9 @@ Embedding rows (the LM head is the same matrix, tied, and also stored as
 ``thinker.lm_head.weight``): the two end tokens' rows are zero and every row that is not a
 filler word is scaled down 1000x, so greedy decoding never ends and only ever emits filler
 words; the final norm's weights get random signs, so the tied head does not favour the
-token just read and the output does not settle into a loop (our CLI's repetition guard would
-stop it). Every generated token then decodes to exactly one " w<6 digits>abcdefghijklmn", and
+token just read (without that, greedy output repeats one token). Random weights still fall
+into loops of a few tokens, which our engine's repetition guard stops unless a request has
+``ignore_eos``; ``bench_real_path.py`` says when that happened. Every generated token then decodes to exactly one " w<6 digits>abcdefghijklmn", and
 counting those words in a transcript counts the generated tokens on any side. Each word is
 longer than 20 characters, so the official package's (and our) repetition cleanup, which
 collapses patterns of up to 20 characters, never shortens a transcript of repeated tokens.
