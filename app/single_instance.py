@@ -19,6 +19,8 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 log = logging.getLogger(__name__)
 
+HANDED, NONE, NO_ANSWER = "handed", "none", "no answer"
+
 
 def server_name(data_folder) -> str:
     """A socket name unique to the user and the data folder (one app per folder)."""
@@ -41,19 +43,20 @@ class SingleInstance(QObject):
         self.name = server_name(data_folder)
         self.server: QLocalServer | None = None
 
-    def hand_over(self, files, timeout_ms: int = 3000) -> bool:
-        """Send ``files`` to a running instance; False when none is running (or it did not answer)."""
+    def hand_over(self, files, connect_ms: int = 3000, answer_ms: int = 30000) -> str:
+        """Send ``files`` to a running instance: "handed", "none" (no instance is running) or
+        "no answer" (one is running but did not answer in time: busy or hung)."""
         socket = QLocalSocket()
         socket.connectToServer(self.name)
-        if not socket.waitForConnected(timeout_ms):
-            return False
+        if not socket.waitForConnected(connect_ms):
+            return NONE
         message = json.dumps({"files": [str(Path(f).absolute()) for f in files]}) + "\n"
         socket.write(message.encode("utf-8"))
-        if not socket.waitForBytesWritten(timeout_ms):
-            return False
-        answered = socket.waitForReadyRead(timeout_ms) and bytes(socket.readAll().data()).startswith(b"ok")
+        # A running app busy starting up (loading a model) may take a while to read it.
+        answered = socket.waitForBytesWritten(answer_ms) and socket.waitForReadyRead(answer_ms) \
+            and bytes(socket.readAll().data()).startswith(b"ok")
         socket.disconnectFromServer()
-        return answered
+        return HANDED if answered else NO_ANSWER
 
     def listen(self) -> bool:
         """Become the running instance; False (logged) when the socket cannot be created."""
@@ -89,6 +92,7 @@ class SingleInstance(QObject):
             files = []
         socket.write(b"ok\n")
         socket.flush()
+        log.info("single instance: a second start handed over %d file(s)", len(files))
         self.files_received.emit(files)
 
     def close(self) -> None:
@@ -107,15 +111,22 @@ def bring_to_front(window) -> None:
 
 def start_or_hand_over(data_folder, files, out=None) -> SingleInstance | None:
     """The guard of this, the first, instance; or None after handing ``files`` to the one
-    already running on ``data_folder`` (this start should then exit)."""
+    already running on ``data_folder`` (this start should then exit). SystemExit(1) when one
+    is running but does not answer: a second app on the same data is never started."""
     import sys
 
     guard = SingleInstance(data_folder)
-    if guard.hand_over(files):
+    outcome = guard.hand_over(files)
+    if outcome == HANDED:
         count = len(files)
         print(f"Qwen3 ASR Desktop is already running for {data_folder}: brought it to the front"
               + (f" and handed it {count} file{'s' if count != 1 else ''}." if count else "."),
               file=out or sys.stderr)
         return None
+    if outcome == NO_ANSWER:   # never a second app on the same data: both would resume the same files
+        print(f"Qwen3 ASR Desktop is already running for {data_folder} but did not answer; not starting "
+              f"a second copy. Close the running app (or end it if it hangs) and start again.",
+              file=out or sys.stderr)
+        raise SystemExit(1)
     guard.listen()
     return guard
