@@ -2,10 +2,13 @@
 
 The engine calls ``advance()`` once per step, so decoding a long file never
 blocks the step loop for long, and only the chunks in flight hold samples: a
-two-hour file does not need all its samples in memory at once.
+two-hour file does not need all its samples in memory at once. A queued job holds
+only its path: the engine starts it (opens the file) when it can take its chunks
+(engine.serving.admission), and the file is closed once its chunks are cut.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import time
 
@@ -15,6 +18,21 @@ from engine.network.features import SAMPLE_RATE
 from engine.text.types import Segment
 
 _job_ids = itertools.count(1)
+# Failures of the process, not of the file: another file finishing frees what they lack.
+_PROCESS_LIMITS = {errno.EMFILE: "open files", errno.ENFILE: "open files", errno.ENOMEM: "memory"}
+
+
+def process_limit(error: BaseException) -> str | None:
+    """What the process ran out of ("open files", "memory") when ``error`` or its causes say so."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MemoryError):
+            return "memory"
+        if isinstance(error, OSError) and error.errno in _PROCESS_LIMITS:
+            return _PROCESS_LIMITS[error.errno]
+        error = error.__cause__ or error.__context__
+    return None
 
 
 class FileJob:
@@ -41,6 +59,8 @@ class FileJob:
         self.transcript = None
         self.error: str | None = None
         self.started_at: float | None = None
+        self.retry_gate: int | None = None   # after a process-wide failure: start once the engine's
+        #                                      count of finished jobs passes this
         self.notes: list[str] = []             # for the transcript: track used, level fixed, repetition cut
         self.audio_track: int | None = None    # 1-based, when the file has several audio tracks
         self._blocks = None
@@ -72,6 +92,16 @@ class FileJob:
         """Whether the engine still has work for this file."""
         return not self.finished
 
+    @property
+    def waiting(self) -> bool:
+        """Queued and not started: holds its path only (no open file, no samples)."""
+        return self.state == "queued"
+
+    @property
+    def decoding(self) -> bool:
+        """Started and still reading its file (an open decoder)."""
+        return self.state == "running" and not self._done_decoding
+
     def cancel(self) -> None:
         if self.finished:
             return
@@ -90,13 +120,23 @@ class FileJob:
         try:
             if self.state == "queued":
                 self._open()
-            if not self._done_decoding:
+            # Decode only while the scheduler wants chunks: samples wait in the file, not in memory.
+            if not self._done_decoding and getattr(self.engine, "accepting_chunks", True):
                 self._decode_one_block()
             self._collect()
             if self._done_decoding and not self._inflight and not self._align:
                 self._finish()
         except Exception as e:  # a broken file fails alone; the queue goes on
-            self.fail(str(e) if self.source in str(e) else f"{self.source}: {e}")
+            limit = process_limit(e)
+            if limit is None:
+                self.fail(str(e) if self.source in str(e) else f"{self.source}: {e}")
+                return
+            gate = self.engine.admission.retry_gate(self.engine._jobs, self)
+            if gate is None:   # nothing else holds what is missing: waiting would not help
+                self.fail(f"{self.source}: not read: this process ran out of {limit} ({e}); "
+                          "the file itself may be fine")
+            else:
+                self._requeue(gate)
 
     def fail(self, message: str) -> None:
         for *_, req in self._inflight:
@@ -105,6 +145,22 @@ class FileJob:
             req.cancel()
         self._close_blocks()
         self.error, self.state = message, "failed"
+
+    def _requeue(self, gate: int) -> None:
+        """Back to the queue as a path, holding nothing; it starts afresh after another job finishes."""
+        for *_, req in self._inflight:
+            req.cancel()
+        for _, req in self._align:
+            req.cancel()
+        self._close_blocks()
+        self._blocks = self._chunker = None
+        self._inflight, self._align, self._segments = [], [], []
+        self._decoded = self._transcribed = 0
+        self._done_decoding = False
+        self.notes.clear()
+        self.words_problems.clear()
+        self.duration = self.started_at = None
+        self.state, self.retry_gate = "queued", gate
 
     def _open(self) -> None:
         from engine.audio.decode import audio_info, stream_audio

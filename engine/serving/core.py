@@ -77,7 +77,7 @@ class EngineCore:
         self._requests: dict[int, Request] = {}
         self._jobs: list = []        # FileJobs and Streams; each advances once per step
         # Queued files start, and open ones decode, only while the scheduler wants chunks.
-        self.admission = FileAdmission(max_decoding=max(2, max_prefill_rows), max_waiting_tokens=2 * max_step_tokens)
+        self.admission = FileAdmission(max_decoding=2 * max_prefill_rows, max_waiting_tokens=2 * max_step_tokens)
         self.accepting_chunks = True
         self._last_step_kinds: set[str] = set()
 
@@ -117,15 +117,12 @@ class EngineCore:
     # ---------------------------------------------------------------- the loop
     def step(self) -> list[RequestOutput]:
         """One engine step: schedule rows, run the model once, hand out tokens."""
+        # Started jobs first, so files that finish decoding now free their slots for this step's newcomers.
         self.accepting_chunks = self.admission.hungry(self.scheduler)
-        starting = {id(job) for job in self.admission.admit(self._jobs, self.accepting_chunks)}
-        for job in list(self._jobs):
-            if getattr(job, "waiting", False) and id(job) not in starting:
-                continue     # a queued file stays a path until admitted
-            job.advance()
-            if job.finished:
-                self._jobs.remove(job)
-                self.admission.finished_jobs += 1
+        for job in [job for job in self._jobs if not getattr(job, "waiting", False)]:
+            self._advance_job(job)
+        for job in self.admission.admit(self._jobs, self.admission.hungry(self.scheduler)):
+            self._advance_job(job)     # the rest of the queue stays paths: no open file, no samples
         outputs = self._reap_cancelled()
         if self.aligner is not None and self.aligner.has_work():
             self.aligner.step()
@@ -149,6 +146,12 @@ class EngineCore:
             if req.id in done:
                 self._requests.pop(req.id, None)
         return outputs
+
+    def _advance_job(self, job) -> None:
+        job.advance()
+        if job.finished:
+            self._jobs.remove(job)
+            self.admission.finished_jobs += 1
 
     def _reap_cancelled(self) -> list[RequestOutput]:
         outputs = []
