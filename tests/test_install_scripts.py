@@ -163,7 +163,7 @@ def test_readme_commands_in_a_fresh_clone_with_an_externally_managed_python(tmp_
         ours = sysconfig.get_paths()["purelib"]
         (Path(venv_site) / "zz_reuse_installed_packages.pth").write_text(ours + "\n")
 
-    tests = subprocess.run(["bash", "scripts/test.sh", "tests/test_layers.py", "-q"], cwd=clone,
+    tests = subprocess.run(["bash", "scripts/test.sh", "tests/test_layers.py", "-x"], cwd=clone,
                            env=env, capture_output=True, text=True, timeout=1700)
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout
