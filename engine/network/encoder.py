@@ -105,3 +105,78 @@ def encode_audio(net: Qwen3ASRNetwork, features: list[torch.Tensor]) -> list[tor
     x = tower.ln_post(x)
     x = net.projector.linear_2(F.gelu(net.projector.linear_1(x)))
     return list(torch.split(x, counts))
+
+
+class EncoderReuse:
+    """Encoder outputs of one growing clip (a live stream's open utterance), kept per chunk and window.
+
+    Conv chunks (``chunk_frames`` mel frames each) are convolved independently, and the encoder
+    layers attend only inside windows of ``window_tokens``: a full chunk whose mel frames are
+    unchanged since the last call keeps its conv output, and a complete window whose chunks are
+    all unchanged keeps its final output. The rest is computed exactly as ``encode_audio`` does.
+    (Frames are compared, not assumed: log-mel features are clamped relative to the clip's
+    loudest frame, so a louder sound later changes every earlier frame, and then nothing is kept.)
+    """
+
+    def __init__(self, net: Qwen3ASRNetwork):
+        self.net = net
+        self._frames: list[torch.Tensor] = []    # per full chunk: its mel frames [mels, chunk_frames]
+        self._conv: list[torch.Tensor] = []      # per full chunk: conv output [tokens_per_chunk, d]
+        self._windows: list[torch.Tensor] = []   # per complete window: output [window_tokens, output_dim]
+        self.chunks_reused = self.chunks_computed = self.windows_reused = self.windows_computed = 0
+
+    def clear(self) -> None:
+        self._frames, self._conv, self._windows = [], [], []
+
+    @torch.no_grad()
+    def encode(self, features: torch.Tensor) -> torch.Tensor:
+        """Audio embeddings [audio_tokens, output_dim] of ``features`` [mels, frames], as encode_audio gives."""
+        cfg, tower = self.net.config.encoder, self.net.audio_tower
+        feat = features.to(tower.conv2d1.weight.dtype)
+        size, frames = cfg.chunk_frames, feat.shape[1]
+        n_full, tail = divmod(frames, size)
+        pieces = [feat[:, i * size:(i + 1) * size] for i in range(n_full)]
+        same = [i < len(self._frames) and torch.equal(self._frames[i], p) for i, p in enumerate(pieces)]
+        conv = self._convolve(pieces, same, feat[:, n_full * size:] if tail else None)
+        per_window = cfg.window_tokens // cfg.tokens_per_chunk
+        n_windows = -(-len(conv) // per_window)
+        keep = [w < len(self._windows) and (w + 1) * per_window <= n_full and all(same[w * per_window:(w + 1) * per_window])
+                for w in range(n_windows)]
+        todo = [w for w in range(n_windows) if not keep[w]]
+        fresh = iter(self._encode_windows([torch.cat(conv[w * per_window:(w + 1) * per_window]) for w in todo]))
+        outputs = [self._windows[w] if keep[w] else next(fresh) for w in range(n_windows)]
+        self.windows_reused += sum(keep)
+        self.windows_computed += len(todo)
+        self._frames = [p.clone() for p in pieces]
+        self._conv = conv[:n_full]
+        self._windows = [outputs[w] for w in range(n_windows) if (w + 1) * per_window <= n_full]
+        return torch.cat(outputs) if outputs else conv[0].new_zeros(0, self.net.config.encoder.output_dim)
+
+    def _convolve(self, pieces, same, tail) -> list[torch.Tensor]:
+        """Conv outputs per chunk: kept ones for unchanged full chunks, the rest computed in one batch."""
+        cfg, tower = self.net.config.encoder, self.net.audio_tower
+        todo = [p for p, s in zip(pieces, same) if not s]
+        if tail is not None:
+            todo.append(F.pad(tail, (0, cfg.chunk_frames - tail.shape[1])))
+        computed = iter(_conv_stack(tower, torch.stack(todo).unsqueeze(1)) if todo else ())
+        conv = [self._conv[i] if s else next(computed) for i, s in enumerate(same)]
+        if tail is not None:
+            conv.append(next(computed)[:conv_output_length(tail.shape[1])])
+        self.chunks_reused += sum(same)
+        self.chunks_computed += len(todo)
+        return conv
+
+    def _encode_windows(self, windows: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Encoder layers, final norm and projector over whole windows, as one packed batch."""
+        if not windows:
+            return []
+        cfg, tower = self.net.config.encoder, self.net.audio_tower
+        counts = [w.shape[0] for w in windows]
+        groups = _window_groups(counts, cfg.window_tokens)
+        x = torch.cat(windows)
+        for layer in tower.layers:
+            x = x + _windowed_attention(layer, layer.self_attn_layer_norm(x), groups, cfg.heads)
+            x = x + layer.fc2(F.gelu(layer.fc1(layer.final_layer_norm(x))))
+        x = tower.ln_post(x)
+        x = self.net.projector.linear_2(F.gelu(self.net.projector.linear_1(x)))
+        return list(torch.split(x, counts))

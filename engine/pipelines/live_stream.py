@@ -19,34 +19,17 @@ from __future__ import annotations
 import math
 import os
 import threading
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
+from engine.pipelines.final_pass import FinalPass
+from engine.pipelines.utterance_reuse import UtteranceReuse
 from engine.serving.request import Request
 from engine.text.types import Segment
 
-
-@dataclass(eq=False)
-class FinalPass:
-    """One utterance's final pass: samples ``[start, end)`` of the stream, transcribed with ``context``.
-
-    ``request`` keeps the finished engine request (its ``token_ids``) so a caller
-    can reproduce the transcription offline; ``segment`` is what was committed
-    (None while pending, and for passes that produced no text).
-    """
-
-    start: int
-    end: int
-    context: str
-    request: Request
-    heard_at: int                         # stream position (samples) when the end was detected
-    preview: str = ""                     # the last tentative text, shown until the final commits
-    samples: np.ndarray | None = None     # kept only until word alignment has run
-    segment: Segment | None = None
-    align: object = None
+__all__ = ["FinalPass", "Stream", "stable_prefix"]
 
 
 def _seconds(value, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
@@ -125,6 +108,8 @@ class Stream:
         self._tracker = UtteranceTracker(detector or SpeechDetector.shared(), min_silence_s=min_silence_s,
                                          max_utterance_s=max_utterance_s)
         self._interval = max(1, round(self.update_interval * SAMPLE_RATE))
+        self._cadence = self._interval          # stream samples between updates: spaced out while behind
+        self._reuse = UtteranceReuse(engine)    # what the open utterance's last pass left for the next
         self.committed: list[Segment] = []
         self.finals: list[FinalPass] = []                  # parallel to committed
         self.tentative = ""
@@ -145,6 +130,9 @@ class Stream:
         self._open: int | None = None           # start sample of the open utterance
         self._next_update = 0
         self._update: Request | None = None     # the one tentative update in flight, if any
+        self._update_span = (0, 0)              # samples the update in flight covers
+        self._update_end = 0                    # stream position the last finished update covered
+        self._received = 0                      # samples fed, whether or not taken in yet
         self._preview = ""                      # latest update text of the open utterance
         self._pending: list[FinalPass] = []     # submitted finals, in utterance order
         self._recent = ""                       # the tail of the committed text, for context
@@ -160,6 +148,7 @@ class Stream:
                 raise RuntimeError("feed() on a closed stream")
             if samples.size:
                 self._inbox.append(samples)
+                self._received += samples.size
 
     def close(self) -> None:
         """End of audio: the open utterance ends here; ``finished`` once every final pass is committed."""
@@ -181,6 +170,18 @@ class Stream:
         with self._lock:
             queued = bool(self._inbox) or (self._closed and not self.finished) or self._cancelled
         return not self.finished and (queued or self._update is not None or bool(self._pending))
+
+    @property
+    def lag_seconds(self) -> float:
+        """How far the text shown is behind the audio fed: seconds of the open utterance (and of audio
+        not taken in yet) that no finished pass has covered. Between utterances, only the latter."""
+        covered = self._position if self._open is None else max(self._open, self._update_end)
+        return max(0, self._received - covered) / SAMPLE_RATE
+
+    @property
+    def update_seconds(self) -> float:
+        """Seconds of stream between updates now: ``update_interval``, or more while the engine is behind."""
+        return self._cadence / SAMPLE_RATE
 
     @property
     def buffered_seconds(self) -> float:
@@ -245,7 +246,9 @@ class Stream:
 
     def _begin(self, start: int) -> None:
         self._open = max(start, self._buf_start)
-        self._next_update = self._open + self._interval
+        self._next_update = self._open + self._cadence
+        self._update_end = self._open
+        self._reuse.reset()
         self._preview = self.stable_prefix = ""
         self._publish()
 
@@ -254,6 +257,7 @@ class Stream:
         for event in self._tracker.finish():
             self._on_event(event)
         self._drop_update()
+        self._reuse.reset()
         self._open = None
         self.state = "closing"
 
@@ -261,11 +265,11 @@ class Stream:
         """Re-transcribe the open utterance when an interval of stream time has passed."""
         if self._open is None or self._position < self._next_update:
             return
-        missed = (self._position - self._next_update) // self._interval + 1
-        self._next_update += missed * self._interval
+        missed = (self._position - self._next_update) // self._cadence + 1
+        self._next_update += missed * self._cadence
         if self._update is not None:
             return                               # still running: skip this one rather than queue it
-        span = (self._open, self._position)
+        span = self._update_span = (self._open, self._position)
         self._update = self._submit(span)
         self._notify_request("update", self._update, span)
 
@@ -274,9 +278,11 @@ class Stream:
         self._drop_update()
         start = max(start, self._buf_start)
         if end - start <= 0:
+            self._reuse.reset()
             return
         context = self._context()
-        request = self._submit((start, end), context)
+        request = self._submit((start, end), context, final=True)
+        self._reuse.reset()                     # the final pass holds its own references
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
                           samples=self._slice(start, end) if keep else None)
@@ -284,18 +290,32 @@ class Stream:
         self._preview = self.stable_prefix = ""
         self._notify_request("final", request, (start, end))
 
-    def _submit(self, span: tuple[int, int], context: str | None = None) -> Request:
+    def _submit(self, span: tuple[int, int], context: str | None = None, final: bool = False) -> Request:
+        """Queue a pass over ``span`` of the open utterance, reusing what its last pass computed."""
         cap = self.max_new_tokens
         if callable(cap):                        # a cap that follows the pass's audio length
             cap = max(1, int(cap((span[1] - span[0]) / SAMPLE_RATE)))
-        return self.engine.submit(self._slice(*span), language=self.language,
-                                  context=self._context() if context is None else context,
-                                  max_new_tokens=cap, priority=self.priority)
+        request = self.engine.make_request(self._slice(*span), language=self.language,
+                                           context=self._context() if context is None else context,
+                                           max_new_tokens=cap, priority=self.priority)
+        self._reuse.prepare(request, keep=not final)
+        return self.engine.add_request(request)
 
     def _drop_update(self) -> None:
         if self._update is not None:
             self._update.cancel()
+            self._reuse.discard(self._update)    # it may have finished (and kept blocks) uncollected
             self._update = None
+
+    def _pace(self, span: tuple[int, int]) -> None:
+        """Space updates out while the engine is behind: when the audio that arrived while an
+        update ran exceeds two intervals, the next one waits that long (up to 4 intervals);
+        once it keeps up again, back to ``update_interval``."""
+        behind = self._received - span[1]
+        if behind > 2 * self._interval:
+            self._cadence = min(4 * self._interval, behind)
+        else:
+            self._cadence = max(self._interval, (self._cadence + self._interval) // 2)
 
     def _slice(self, start: int, end: int) -> np.ndarray:
         return self._buf[start - self._buf_start:end - self._buf_start].copy()
@@ -325,11 +345,14 @@ class Stream:
         update = self._update
         if update is not None and update.finished:
             self._update = None
+            self._reuse.take(update)
             if not update.error and update.finish_reason != "cancelled":
+                self._update_end = self._update_span[1]
+                self._pace(self._update_span)
                 _, text = self.engine.decode(update)
                 self.stable_prefix = stable_prefix(self._preview, text)
                 self._preview = text
-        while self._pending and self._resolve(self._pending[0]):
+        while self._pending and self._pending[0].resolve(self.engine):
             final = self._pending.pop(0)
             if final.segment is not None:
                 self.committed.append(final.segment)
@@ -338,35 +361,6 @@ class Stream:
             if self.on_final is not None:
                 self.on_final(final)
         self._publish()
-
-    def _resolve(self, final: FinalPass) -> bool:
-        """Advance one final pass; True once it is ready to commit (or to drop: no text)."""
-        request = final.request
-        if not request.finished:
-            return False
-        if final.segment is None and final.align is None:
-            if request.error:
-                raise RuntimeError(request.error)
-            request.audio_embeds = None          # a finished request is never recomputed: free the big part
-            language, text = self.engine.decode(request)
-            if not text:
-                return True
-            final.segment = Segment(start=final.start / SAMPLE_RATE, end=final.end / SAMPLE_RATE,
-                                    text=text, language=language)
-            if final.samples is not None:
-                from engine.text.words import submit_alignment
-
-                final.align = submit_alignment(self.engine.aligner, final.samples, final.segment)
-        if final.align is not None:
-            if not final.align.finished:
-                return False
-            if not final.align.error:            # without word times the text still commits
-                from engine.text.words import words_from_alignment
-
-                final.segment.words = words_from_alignment(self.engine.aligner, final.align, final.segment)
-            final.align = None
-        final.samples = None
-        return True
 
     def _publish(self) -> None:
         """Tentative text: the previews of finals not yet committed, then the open utterance's."""
@@ -379,10 +373,9 @@ class Stream:
     def _stop(self, state: str, error: str | None = None) -> None:
         """Cancel everything in flight and finish in ``state``."""
         self._drop_update()
+        self._reuse.reset()
         for final in self._pending:
-            final.request.cancel()
-            if final.align is not None:
-                final.align.cancel()
+            final.cancel()
         self._pending = []
         self._buf = np.zeros(0, np.float32)
         self.tentative = self.stable_prefix = ""

@@ -13,7 +13,10 @@ Printed per run (the stream alone, then beside a file queue that keeps ``--queue
 clips in flight): the wall time of each update request (submission to finish), its mean over
 the first and the last minute of stream time and their ratio (a pass only ever sees the open
 utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
-that fed its last sample) to its final pass being resolved, in wall seconds and engine steps.
+that fed its last sample) to its final pass being resolved, in wall seconds and engine steps;
+then the engine time per stream second, update wall time p50/p95, the share of draft tokens
+(the previous pass's tokens) that verification accepted, and what the passes reused of the
+last pass (held prompt prefix, encoder chunks and windows).
 
 Random weights never say anything a tokenizer can spell and rarely stop, so every pass is
 capped at what a real model says: 6 tokens (``language X<asr_text>``) plus ``--tokens-per-second``
@@ -166,7 +169,7 @@ def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
     if stream.error:
         raise SystemExit(stream.error)
     return dict(wall=wall, steps=step, seconds=len(audio) / SR, updates=tracked["update"],
-                finals=tracked["final"], resolved=resolved, fed=fed, committed=len(stream.committed),
+                finals=tracked["final"], resolved=resolved, fed=fed, committed=len(stream.committed), stream=stream,
                 queue_done=queue.done if queue is not None else None)
 
 
@@ -215,6 +218,29 @@ def report(name: str, result: dict, minutes: float) -> None:
     print(f"   ratio last/first: {ratio:.2f} ({verdict}; should stay < 1.3)")
     print(f"   end of utterance -> final resolved: p50 {percentile(walls, 50):.2f} s, p95 {percentile(walls, 95):.2f} s "
           f"wall; p50 {percentile(steps, 50):.0f}, p95 {percentile(steps, 95):.0f} steps")
+    report_reuse(result, done)
+
+
+def report_reuse(result: dict, done: list[Tracked]) -> None:
+    """Engine time per stream second, update wall times, and how much each pass took from the last one."""
+    walls = [t.finished - t.submitted for t in done]
+    print(f"   engine time per stream second: {result['wall'] / result['seconds']:.2f} "
+          f"(at most 1.0 keeps up with real time)")
+    print(f"   tentative update wall time: p50 {percentile(walls, 50):.3f} s, p95 {percentile(walls, 95):.3f} s "
+          f"over {len(walls)}")
+    passes = [t.request for t in result["updates"] + result["finals"]]
+    offered = sum(r.draft_offered for r in passes)
+    accepted = sum(r.draft_accepted for r in passes)
+    tokens = sum(len(r.token_ids) for r in passes)
+    print(f"   draft tokens accepted: {accepted} of {offered} verified "
+          f"({accepted / max(1, offered):.0%}); {tokens} tokens in all passes")
+    reuse = getattr(result["stream"], "_reuse", None)
+    if reuse is not None:
+        enc = reuse.encoder
+        print(f"   prompt tokens from the held prefix: {reuse.prefix_reused} of {reuse.prompt_tokens} "
+              f"({reuse.prefix_reused / max(1, reuse.prompt_tokens):.0%}); encoder chunks reused "
+              f"{enc.chunks_reused} of {enc.chunks_reused + enc.chunks_computed}, windows reused "
+              f"{enc.windows_reused} of {enc.windows_reused + enc.windows_computed}")
 
 
 def main():

@@ -1,0 +1,172 @@
+"""A live stream's passes reuse the last pass's prompt cache, encoder windows and tokens, exactly.
+
+float32, tiny random checkpoint, espeak-ng speech: a pass that starts from the held prefix
+gives the logits of a full prefill; every update's tokens equal an offline pass over its
+audio; and the cache blocks a stream holds all come back when it closes or is cancelled.
+"""
+from __future__ import annotations
+
+import wave
+
+import numpy as np
+import pytest
+import torch
+from conftest import espeak_wav
+
+import engine
+from engine.pipelines.utterance_reuse import UtteranceReuse
+from engine.serving.scheduler import ScheduledRow
+
+SR = 16000
+CONTEXT = "Names: Qwen"
+
+
+def _read(path) -> np.ndarray:
+    with wave.open(str(path)) as w:
+        audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+    loud = np.flatnonzero(np.abs(audio) > 0.01)
+    return audio[loud[0]:loud[-1] + 1]
+
+
+@pytest.fixture(scope="module")
+def eng(tiny_model_dir):
+    return engine.load(tiny_model_dir, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory) -> np.ndarray:
+    """About 14 s of speech without a pause long enough to end an utterance."""
+    folder = tmp_path_factory.mktemp("reuse")
+    text = ("Speech recognition runs locally on this computer and every sentence is followed by a short "
+            "pause while the weather today is sunny and warm")
+    audio = _read(espeak_wav(folder / "long.wav", text))
+    audio = np.concatenate([audio, audio])
+    assert len(audio) > 10 * SR
+    return audio
+
+
+@pytest.fixture(scope="module")
+def word(tmp_path_factory) -> np.ndarray:
+    return _read(espeak_wav(tmp_path_factory.mktemp("word") / "yes.wav", "Yes, fine."))
+
+
+def _last_logits(eng, request) -> torch.Tensor:
+    """Prefill the rest of ``request``'s prompt in one row; the logits after its last prompt token."""
+    assert eng.cache.allocator.grow(request.block_table, len(request.prompt_ids))
+    row = ScheduledRow(request, request.num_cached, len(request.prompt_ids) - request.num_cached, True)
+    eng.runner.encode_pending([row])
+    hidden = eng.runner.hidden_states(eng.runner.step_inputs([row]))
+    logits = eng.net.head(hidden[-1:])
+    eng.cache.allocator.release(request.block_table)
+    return logits
+
+
+def test_a_pass_from_the_held_prefix_gives_full_prefill_logits(eng, speech):
+    free = eng.cache.allocator.num_free
+    reuse = UtteranceReuse(eng)
+    first = eng.make_request(speech[:int(9.0 * SR)], context=CONTEXT, max_new_tokens=4)
+    reuse.prepare(first, keep=True)
+    eng.add_request(first)
+    eng.run_until_done([first])
+    reuse.take(first)
+    assert reuse.draft == first.token_ids and reuse.held_blocks
+
+    audio = speech[:int(9.75 * SR)]
+    shared = eng.make_request(audio, context=CONTEXT)
+    reuse.prepare(shared, keep=False)
+    # the system turn, the context and the first 8 s window of audio come from the cache
+    assert shared.num_cached >= shared.audio_start + eng.config.encoder.window_tokens
+    assert shared.draft == first.token_ids
+    fresh = eng.make_request(audio, context=CONTEXT)
+    assert torch.equal(_last_logits(eng, shared), _last_logits(eng, fresh))
+    reuse.reset()
+    assert eng.cache.allocator.num_free == free
+
+
+def test_a_changed_context_is_not_reused(eng, speech):
+    reuse = UtteranceReuse(eng)
+    first = eng.make_request(speech[:3 * SR], context=CONTEXT, max_new_tokens=2)
+    reuse.prepare(first, keep=True)
+    eng.add_request(first)
+    eng.run_until_done([first])
+    reuse.take(first)
+    other = eng.make_request(speech[:4 * SR], context="Something else entirely")
+    reuse.prepare(other, keep=False)
+    common = 0
+    while first.prompt_ids[common] == other.prompt_ids[common]:
+        common += 1
+    assert other.num_cached == common < other.audio_start
+    eng.cache.allocator.release(other.block_table)
+    reuse.reset()
+
+
+def test_every_update_equals_an_offline_pass(eng, speech):
+    """Updates of one long utterance (encoder windows, prefix and draft all reused) and its final."""
+    audio = np.concatenate([np.zeros(SR // 2, np.float32), speech, np.zeros(SR, np.float32)])
+    stream = eng.open_stream(context=CONTEXT, update_interval=0.75, recent_context_chars=0, max_new_tokens=12)
+    requests = []
+    stream.on_request = lambda kind, req, span: requests.append((kind, req, span))
+    for pos in range(0, len(audio), SR // 4):
+        stream.feed(audio[pos:pos + SR // 4])
+        eng.step()
+        eng.step()
+    stream.close()
+    while not stream.finished:
+        eng.step()
+    assert stream.state == "done"
+    done = [(k, r, s) for k, r, s in requests if r.finish_reason in ("stop", "length")]
+    assert sum(k == "update" for k, _, _ in done) >= 8
+    for kind, req, (start, end) in done:
+        offline = eng.generate([audio[start:end]], context=CONTEXT, max_new_tokens=12)[0]
+        assert req.token_ids == offline, (kind, start / SR, end / SR)
+    assert stream._reuse.prefix_reused > 0
+    assert stream._reuse.encoder.windows_reused > 0
+    assert sum(r.draft_accepted for _, r, _ in done) > 0
+
+
+def test_no_blocks_leak_over_a_hundred_utterances(eng, word):
+    allocator = eng.cache.allocator
+    free = allocator.num_free
+    gap = np.zeros(int(0.8 * SR), np.float32)
+    audio = np.concatenate([gap] + [x for _ in range(100) for x in (word, gap)])
+    stream = eng.open_stream(context=CONTEXT, update_interval=0.25, max_new_tokens=4)
+    finals = []
+    stream.on_request = lambda kind, req, span: finals.append(req) if kind == "final" else None
+    for pos in range(0, len(audio), SR // 4):
+        stream.feed(audio[pos:pos + SR // 4])
+        eng.step()
+    stream.close()
+    while not stream.finished:
+        eng.step()
+    assert len(finals) >= 90
+    assert allocator.num_free == free
+
+    cancelled = eng.open_stream(context=CONTEXT, update_interval=0.25, max_new_tokens=4)
+    for pos in range(0, 6 * SR, SR // 4):
+        cancelled.feed(audio[pos:pos + SR // 4])
+        eng.step()
+    assert cancelled._reuse.held_blocks or cancelled._update is not None or cancelled._pending
+    cancelled.cancel()
+    eng.step()
+    eng.step()
+    assert cancelled.state == "cancelled"
+    assert allocator.num_free == free
+
+
+def test_lag_is_reported_and_updates_spaced_out_when_behind(eng, speech):
+    """Audio arriving faster than updates finish: lag_seconds says so and the cadence widens."""
+    audio = np.concatenate([np.zeros(SR // 2, np.float32), speech])
+    stream = eng.open_stream(context=CONTEXT, update_interval=0.5, max_new_tokens=12)
+    spans = []
+    stream.on_request = lambda kind, req, span: spans.append(span) if kind == "update" else None
+    lags = []
+    for pos in range(0, len(audio), SR):      # a second of audio per step: the engine cannot keep up
+        stream.feed(audio[pos:pos + SR])
+        eng.step()
+        lags.append(stream.lag_seconds)
+    assert max(lags) > 2.0
+    assert stream.update_seconds > 0.5
+    gaps = [b[1] - a[1] for a, b in zip(spans, spans[1:]) if a[0] == b[0]]
+    assert max(gaps) > SR
+    stream.cancel()
+    eng.step()
