@@ -161,6 +161,25 @@ def cli_cases(model: str, work: Path) -> list[tuple[str, list[str], Path | None]
     ]
 
 
+def run_all(cli_jobs, other_jobs) -> list:
+    """The CLI cases one after another (later ones read earlier outputs), the rest alongside;
+    each row is printed as it ends (times are longer than alone: the cases share the CPU)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(name, argv, out_dir):
+        code, out, seconds, rss = run(argv)
+        msg = message(out)
+        if out_dir is not None and out_dir.exists():
+            msg += " | files: " + ", ".join(sorted(p.name for p in out_dir.iterdir()))
+        print(f"done: {name}: exit {code}, {seconds:.0f} s: {msg}", flush=True)
+        return name, msg, code, seconds, rss
+
+    with ThreadPoolExecutor(max_workers=len(other_jobs) + 1) as pool:
+        others = [pool.submit(one, *job) for job in other_jobs]
+        cli_rows = [one(*job) for job in cli_jobs]
+        return cli_rows + [f.result() for f in others]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model")
@@ -174,31 +193,25 @@ def main() -> int:
     model = args.model or str(build_checkpoint(work / "tiny-asr", seed=0))
     aligner = args.aligner or str(build_checkpoint(work / "tiny-aligner", seed=1, aligner=True))
     speech = str(espeak_wav(work / "speech.wav", "Hello world. This is a test of local speech recognition."))
-    rows = []
-    for name, argv, out_dir in cli_cases(model, work):
-        code, out, seconds, rss = run(argv)
-        msg = message(out)
-        if out_dir is not None and out_dir.exists():
-            msg += " | files: " + ", ".join(sorted(p.name for p in out_dir.iterdir()))
-        rows.append((name, msg, code, seconds, rss))
+    jobs = []   # (name, argv, folder whose files to list); all run at once (the CLI cases in order)
     prelude = API_PRELUDE.format(repo=str(REPO), model=model)
     cases = dict(API_CASES)
     cases.update({k: v.format(aligner=aligner, speech=speech) for k, v in ALIGNER_CASES.items()})
     for name, code_text in cases.items():
-        code, out, seconds, rss = run([sys.executable, "-c", prelude + textwrap.dedent(code_text)])
-        rows.append((f"API {name}", message(out), code, seconds, rss))
+        jobs.append((f"API {name}", [sys.executable, "-c", prelude + textwrap.dedent(code_text)], None))
     hanging = work / "hanging-template"
     subprocess.run(["cp", "-r", model, str(hanging)], check=True)
     template = hanging / "chat_template.jinja"
     template.write_text("{% for i in range(99999) %}{% for j in range(99999) %}{{ '' }}{% endfor %}{% endfor %}"
                         + template.read_text())
-    code, out, seconds, rss = run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                                   f"import engine; engine.load({str(hanging)!r}, device='cpu')"])
-    rows.append(("API load: chat_template.jinja with a 10^10 loop", message(out), code, seconds, rss))
+    jobs.append(("API load: chat_template.jinja with a 10^10 loop",
+                 [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                  f"import engine; engine.load({str(hanging)!r}, device='cpu')"], None))
+    rows = run_all(cli_cases(model, work), jobs)
     if args.real_aligner:
         real = build_checkpoint(work / "real-aligner", seed=1, aligner=True, dims=REAL_0_6B)
         code, out, seconds, rss = run([sys.executable, "-c", prelude.split("eng = ")[0]
-                                       + textwrap.dedent(REAL_ALIGNER_CASE.format(aligner=str(real)))], timeout=1800)
+                                       + textwrap.dedent(REAL_ALIGNER_CASE.format(aligner=str(real)))], 1800)
         rows.append(("API real ForcedAligner-0.6B dims, 180 s dense chunk", message(out), code, seconds, rss))
     print("| case | message | exit | time s | peak RSS MiB |")
     print("| --- | --- | --- | --- | --- |")
