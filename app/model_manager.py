@@ -266,6 +266,7 @@ class ModelManagerDialog(QDialog):
             folder = str(default_model_dest(model.repo_id))
             self.model_chosen.emit(folder, model.kind)
             self.status.setText(f"Using {model.repo_id}.")
+            self._now_using(folder, model.kind)
             self.refresh_list(folder)
 
     def choose_folder(self):
@@ -286,7 +287,14 @@ class ModelManagerDialog(QDialog):
         kind = "aligner" if "aligner" in Path(folder).name.lower() else "asr"
         self.model_chosen.emit(folder, kind)
         self.status.setText(f"Using {folder}.")
+        self._now_using(folder, kind)
         return True
+
+    def _now_using(self, folder: str, kind: str) -> None:
+        if kind == "asr":  # the aligner is an extra: "in use" names the speech model
+            self.current_model = folder
+            self.in_use.setText(in_use_text(folder))
+            self._update_buttons()
 
     def closeEvent(self, event):
         self.cancel_download()
