@@ -94,7 +94,7 @@ class MainWindow(QMainWindow):
         margins.setContentsMargins(6, 6, 6, 0)
         self.notice = NoticeBar()
         margins.addWidget(self.notice)
-        margins.addWidget(self.splitter)
+        margins.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
         self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self.live_window = None

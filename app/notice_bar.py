@@ -7,7 +7,7 @@ by the next one within a second while a queue runs.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton
 
 
 class NoticeBar(QFrame):
@@ -15,6 +15,8 @@ class NoticeBar(QFrame):
         super().__init__(parent)
         self.setObjectName("noticeBar")
         self.setFrameShape(QFrame.Shape.StyledPanel)
+        # As tall as its text, never more: the panels below take the rest of the window.
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.setStyleSheet("#noticeBar { background-color: palette(alternate-base);"
                            " border: 1px solid palette(mid); border-radius: 4px; }")
         self.label = QLabel("")
