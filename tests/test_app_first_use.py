@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 import fake_engine  # noqa: E402
-from PySide6.QtWidgets import QApplication, QPlainTextEdit  # noqa: E402
+from PySide6.QtWidgets import QPlainTextEdit  # noqa: E402
 
 from app import settings as S  # noqa: E402
 from app.engine_client import EngineClient  # noqa: E402
