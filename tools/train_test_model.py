@@ -841,7 +841,7 @@ ALIGN_LABELS = 375  # 30 s of 80 ms classes
 
 
 def train_aligner(args) -> None:
-    from transformers import AutoModelForCausalLM, Qwen3ASRForTokenClassification
+    from transformers import Qwen3ASRForTokenClassification
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     prepare_aligner()
@@ -961,7 +961,7 @@ def evaluate(args) -> None:
             for w in sorted((CACHE / name).glob("*.wav")):
                 meta = json.loads(w.with_suffix(".json").read_text())
                 got = al.align(str(w), w.with_suffix(".txt").read_text().strip(), language="English")
-                assert [g.word for g in got] == meta["words"], ([g.word for g in got], meta["words"])
+                assert [g.text for g in got] == meta["words"], ([g.text for g in got], meta["words"])
                 for g, (s, e) in zip(got, meta["spans_ms"]):
                     start_err.append(abs(g.start * 1000 - s))
                     end_err.append(abs(g.end * 1000 - e))

@@ -12,7 +12,6 @@ over summed reference length).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 import unicodedata
