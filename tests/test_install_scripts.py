@@ -172,9 +172,14 @@ def test_readme_commands_in_a_fresh_clone_with_an_externally_managed_python(tmp_
     assert app.returncode == 0, app.stderr[-3000:]
     assert app.stdout.startswith("qwen3-asr-desktop ")
     venv_py = clone / ".venv" / "bin" / "python"
+    # Run from outside any checkout: `python -c` puts the working directory first on sys.path,
+    # and this test's own working directory is the repository that made the clone, whose app/
+    # would be imported instead of the installed one.
     where = subprocess.run([str(venv_py), "-c", "import app, torch; print(app.__file__)"],
-                           capture_output=True, text=True, check=True).stdout
-    assert where.startswith(str(clone)), "the app must be installed from the clone, editable"
+                           cwd=tmp_path, env=env, capture_output=True, text=True,
+                           check=True).stdout
+    assert where.startswith(str(clone)), (
+        f"the app must be installed from the clone, editable; imported from {where.strip()}")
 
 
 def test_self_test_without_model_uses_the_model_saved_in_settings(tmp_path, monkeypatch,
