@@ -238,7 +238,7 @@ def load_config(model_dir) -> ModelConfig:
     num_labels = None
     try:
         if "classify_num" in top:
-            num_labels = _Section(path, outer, top).int("classify_num")
+            num_labels = _Section(path, outer, top).int("classify_num", _REQUIRED)
         elif "id2label" in raw and any("TokenClassification" in str(x) for x in raw.get("architectures") or []):
             num_labels = len(raw["id2label"])
         return ModelConfig(
