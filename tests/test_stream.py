@@ -179,8 +179,10 @@ def test_update_cost_is_bounded_in_a_long_session(eng, spoken):
 def test_updates_keep_their_interval_beside_a_file_queue(eng, spoken, sentences, tmp_path):
     audio, _ = sentences
     long_clip = np.concatenate(spoken * 3)
-    queue = [eng.submit(long_clip, max_new_tokens=400),
-             eng.submit(long_clip[::-1].copy(), max_new_tokens=400)]
+    # ignore_eos: exactly 400 tokens each, so the queue outlasts the stream. Without it the
+    # repetition guard stops the random model's looping output after a few tokens.
+    queue = [eng.submit(long_clip, max_new_tokens=400, ignore_eos=True),
+             eng.submit(long_clip[::-1].copy(), max_new_tokens=400, ignore_eos=True)]
     wav = tmp_path / "queued.wav"
     with wave.open(str(wav), "wb") as w:
         w.setnchannels(1), w.setsampwidth(2), w.setframerate(SR)
