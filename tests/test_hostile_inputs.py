@@ -204,8 +204,9 @@ def test_cli_corpus_fails_alone_and_keeps_finished_work(corpus, tiny_model_dir, 
     _disk_full_for(monkeypatch, "diskfull_victim")
 
     files = [c.path for c in cases] + [ro_victim, full_victim]
+    # --overwrite: the earlier transcript is to be replaced, and the disk-full write must not lose it
     rc = cli_main(["transcribe", *map(str, files), "--model", str(tiny_model_dir),
-                   "--format", "txt,json"])
+                   "--format", "txt,json", "--overwrite"])
     err = capsys.readouterr().err
     monkeypatch.undo()
     lines = err.splitlines()
@@ -333,7 +334,7 @@ def test_app_queue_corpus_fails_alone_with_visible_reasons(window, corpus, qtbot
         tooltip = model.data(model.index(row, COL_PROGRESS), Qt.ItemDataRole.ToolTipRole)
         if case.reason is None:
             assert item.state == "done", (case.label, item.error)
-            assert status == "Done"
+            assert status == ("No speech" if case.empty else "Done")
             assert (item.transcript.text == "") == case.empty, (case.label, item.transcript.text)
             assert window.history.get_transcript(item.job_id) is not None
             rows.append((case.label, "done (empty transcript)" if case.empty else "done", "yes"))
