@@ -171,6 +171,9 @@ def test_word_timestamps_with_aligner(eng_words, talk):
     tr = eng_words.transcribe(path, language="en", word_timestamps=True, max_chunk_seconds=6)
     assert len(tr.segments) == len(SENTENCES)
     assert tr.words_note == ""
+    # The random model loops and the repetition guard cuts each loop to one copy, so a segment
+    # holds only a few words: check that the aligner's guesses vary and are not all clamped to
+    # the segment end, rather than many distinct times per segment.
     spread = 0
     for seg in tr.segments:
         assert seg.words, f"segment {seg.start}-{seg.end} has no words"
@@ -178,7 +181,8 @@ def test_word_timestamps_with_aligner(eng_words, talk):
         assert times == sorted(times), "word times go backwards"
         assert seg.start <= times[0] and times[-1] <= seg.end
         assert " ".join(" ".join(w.text for w in seg.words).split()) == " ".join(seg.text.split())
-        spread += len(set(times)) > 2
+        spread += len(set(times)) > 1
+        assert any(t < seg.end for t in times), f"every word time in {seg.start}-{seg.end} clamped to its end"
         # The same words the aligner gives for the chunk on its own, moved to file time.
         chunk = samples[round(seg.start * SR):round(seg.end * SR)]
         alone = eng_words.aligner.align(chunk, seg.text, language="en")
@@ -186,7 +190,7 @@ def test_word_timestamps_with_aligner(eng_words, talk):
         for ours, ref in zip(seg.words, alone):
             assert ours.start == pytest.approx(min(seg.end, seg.start + ref.start), abs=1.5e-3)
             assert ours.end == pytest.approx(min(seg.end, max(ours.start, seg.start + ref.end)), abs=1.5e-3)
-    assert spread >= 2, "word times barely vary; the aligner's guesses all got clamped"
+    assert spread >= 1, "word times barely vary; the aligner's guesses all got clamped"
     check_cuts(tr, spans)
 
 
