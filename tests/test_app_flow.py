@@ -128,7 +128,6 @@ def test_cancel_mid_run_leaves_others_running(window, qtbot, speech_wav, tmp_pat
 
 
 def test_live_window_shows_committed_text(window, qtbot, speech_wav):
-    pytest.importorskip("engine.pipelines.live_stream", reason="engine streaming is not written yet")
     from engine.audio.recorder import FileSource
 
     live = window.open_live_window()

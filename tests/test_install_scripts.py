@@ -138,7 +138,8 @@ def _externally_managed_python() -> str | None:
 def test_readme_commands_in_a_fresh_clone_with_an_externally_managed_python(tmp_path):
     python = _externally_managed_python()
     if python is None:
-        pytest.skip("no Python marked EXTERNALLY-MANAGED on this machine")
+        pytest.fail("no Python marked EXTERNALLY-MANAGED here: install Debian's python3 and python3-venv "
+                    "(apt-get install python3 python3-venv), as on a stock desktop")
     refused = subprocess.run([python, "-m", "pip", "install", "--dry-run", "six"],
                              capture_output=True, text=True)
     assert refused.returncode != 0  # the situation a new user meets: pip into it is refused
