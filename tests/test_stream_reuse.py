@@ -6,12 +6,11 @@ audio; and the cache blocks a stream holds all come back when it closes or is ca
 """
 from __future__ import annotations
 
-import wave
-
 import numpy as np
 import pytest
 import torch
 from conftest import espeak_wav
+from test_stream import _read_trimmed as _read
 
 import engine
 from engine.pipelines.utterance_reuse import UtteranceReuse
@@ -19,13 +18,6 @@ from engine.serving.scheduler import ScheduledRow
 
 SR = 16000
 CONTEXT = "Names: Qwen"
-
-
-def _read(path) -> np.ndarray:
-    with wave.open(str(path)) as w:
-        audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-    loud = np.flatnonzero(np.abs(audio) > 0.01)
-    return audio[loud[0]:loud[-1] + 1]
 
 
 @pytest.fixture(scope="module")
