@@ -42,7 +42,7 @@ class Engine(EngineCore):
 
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-                     priority: int = 0, ignore_eos: bool = False) -> Request:
+                     priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True) -> Request:
         opts = args.check_request_options(language=language, context=context, priority=priority,
                                           max_new_tokens=max_new_tokens)
         language, context, priority, max_new_tokens = (opts["language"], opts["context"], opts["priority"],
@@ -59,18 +59,22 @@ class Engine(EngineCore):
         return Request(prompt_ids=prompt, audio_start=audio_start, features=features, num_audio_tokens=n_audio,
                        max_new_tokens=max_new_tokens or default_max_new_tokens(duration), priority=priority,
                        eos_token_ids=() if ignore_eos else self.config.eos_token_ids,
-                       repetition_guard=not ignore_eos,
+                       repetition_guard=repetition_guard and not ignore_eos,
                        language=language_name(language),
                        duration=duration)
 
     def submit(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-               priority: int = 0, ignore_eos: bool = False) -> Request:
+               priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True) -> Request:
         """Queue one clip (float32 16 kHz samples or a file path); returns at once.
 
-        ``ignore_eos`` makes it generate exactly ``max_new_tokens`` (for benchmarks)."""
+        ``ignore_eos`` makes it generate exactly ``max_new_tokens`` (for benchmarks). The repetition
+        guard stops a request that keeps repeating one n-gram (engine.serving.repetition);
+        ``repetition_guard=False`` decodes plain greedy to the end token or the cap."""
+        if not isinstance(repetition_guard, bool):
+            raise ValueError(f"repetition_guard must be True or False, got {repetition_guard!r:.40}")
         return self.add_request(self.make_request(audio, language=language, context=context,
                                                   max_new_tokens=max_new_tokens, priority=priority,
-                                                  ignore_eos=ignore_eos))
+                                                  ignore_eos=ignore_eos, repetition_guard=repetition_guard))
 
     def submit_file(self, source, *, language=None, context: str = "", word_timestamps: bool = False,
                     priority: int = 0, max_chunk_seconds: float | None = None):
@@ -100,15 +104,20 @@ class Engine(EngineCore):
         return stream
 
     # ------------------------------------------------------------- conveniences
-    def generate(self, audios, *, language=None, context: str = "", max_new_tokens: int | None = None) -> list[list[int]]:
-        """Greedy token ids per clip, up to and including the first end token."""
+    def generate(self, audios, *, language=None, context: str = "", max_new_tokens: int | None = None,
+                 repetition_guard: bool = True) -> list[list[int]]:
+        """Greedy token ids per clip, up to and including the first end token.
+
+        Token for token what transformers' greedy ``generate`` gives, except that by default a clip
+        whose decoding loops on one n-gram is stopped early (the repetition guard, as the official
+        package does); ``repetition_guard=False`` gives exact parity in every case."""
         if isinstance(audios, (str, bytes, Path, np.ndarray)):
             audios = [audios]
         if not isinstance(audios, (list, tuple)) or not audios:
             raise ValueError("audios must be a path, an array of samples, or a non-empty list of them, "
                              f"got {audios!r:.80}")
-        requests = [self.submit(a, language=language, context=context, max_new_tokens=max_new_tokens)
-                    for a in audios]
+        requests = [self.submit(a, language=language, context=context, max_new_tokens=max_new_tokens,
+                                repetition_guard=repetition_guard) for a in audios]
         self.run_until_done(requests)
         for r in requests:
             if r.error:

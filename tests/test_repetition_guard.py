@@ -69,6 +69,12 @@ def test_looping_request_stops_early_with_one_copy(tiny_model_dir, looping):
     bench = eng.submit(audio, max_new_tokens=60, ignore_eos=True)   # benchmarks need exact lengths
     eng.run_until_done([bench])
     assert bench.finish_reason == "length" and len(bench.token_ids) == 60
+    plain = eng.submit(audio, max_new_tokens=20, repetition_guard=False)   # exact greedy parity, loops and all
+    eng.run_until_done([plain])
+    assert plain.finish_reason == "length" and len(plain.token_ids) == 20
+    assert len(eng.generate([audio], max_new_tokens=20, repetition_guard=False)[0]) == 20
+    with pytest.raises(ValueError, match="repetition_guard"):
+        eng.submit(audio, repetition_guard="no")
 
 
 def test_transcript_and_cli_say_the_model_repeated_itself(tiny_model_dir, speech_wav, tmp_path, looping, capsys):
