@@ -16,7 +16,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -29,11 +28,18 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings as S
+from app.input_devices import (
+    FILE_ITEM,
+    IDLE_HINTS,
+    SYSTEM_AUDIO_ITEM,
+    InputCombo,
+    describe_input_error,
+    friendly_input_name,  # noqa: F401 (tests import it from here)
+    vanished_text,
+)
 from app.paths import recordings_dir
 
 log = logging.getLogger(__name__)
-FILE_ITEM = "__file__"
-SYSTEM_AUDIO_ITEM = "__system_audio__"
 TENTATIVE_COLOR = "#94A3B8"  # dimmer than committed text: these words may still change
 LAG_SHOWN_ABOVE_S = 2.0      # below this the captions count as live; above, say how far behind they are
 
@@ -56,33 +62,9 @@ CAPTION_SCROLLBAR = (
     " QTextBrowser#liveTranscript QScrollBar::sub-page:vertical { background: none; }")
 
 
-def describe_input_error(source) -> str:
-    """The input's failure in words: a microphone that went away is "disconnected"."""
-    error = source.error or ""
-    if type(source).__name__ == "MicrophoneSource" and any(
-            s in error for s in ("ended unexpectedly", "no audio received", "delivers no audio",
-                                 "closing the stream failed")):
-        name = getattr(getattr(source, "device", None), "name", "") or "The microphone"
-        return (f"Microphone disconnected: {name} stopped sending sound. Plug it back in or "
-                "choose another input, then press Start.")
-    return f"Input stopped: {error}"
-
-
 def level_percent(dbfs: float) -> int:
     """Map -60..0 dBFS onto the meter's 0..100."""
     return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
-
-
-def friendly_input_name(dev) -> str:
-    """A PortAudio input as a person would name it: "default (ALSA)" is the system's microphone."""
-    name = dev.name.strip()
-    if name.lower() in ("default", "sysdefault"):
-        name = "System microphone"
-    elif name.lower() == "pulse":
-        name = "Sound server microphone"
-    else:
-        name = name.split(":")[0].strip() or name  # "USB Mic: Audio (hw:2,0)" -> "USB Mic"
-    return name + (" (default)" if dev.is_default else "")
 
 
 class LiveWindow(QWidget):
@@ -104,9 +86,10 @@ class LiveWindow(QWidget):
         self._session_samples = 0
         self._session_saved = False
 
-        self.device_combo = QComboBox()
+        self.device_combo = InputCombo()
         self.device_combo.setMinimumWidth(260)
-        self.refresh_devices()
+        self.device_combo.selected_vanished.connect(self._input_vanished)
+        self.device_combo.devices_changed.connect(self._inputs_changed)
         self.start_button = QPushButton("Start")
         self.start_button.clicked.connect(self.toggle)
         self.meter = QProgressBar()
@@ -132,9 +115,7 @@ class LiveWindow(QWidget):
         self.captions = QTextBrowser()
         self.captions.setObjectName("liveTranscript")
         self.captions.setPlaceholderText("Captions appear here as the words are heard.")
-        self.status = QLabel("Choose a microphone and press Start."
-                             if self.device_combo.currentData() != FILE_ITEM else
-                             "No microphone found: press Start to caption an audio file instead.")
+        self.status = QLabel(self.device_combo.idle_hint())
         self.status.setWordWrap(True)
         self.lag_label = QLabel()          # "behind by N s" when the engine cannot keep up
         self.lag_label.setObjectName("liveLag")
@@ -181,38 +162,13 @@ class LiveWindow(QWidget):
             self.set_stay_on_top(True)
 
     # -- sources -----------------------------------------------------------------------
-    def refresh_devices(self):
-        self.device_combo.clear()
-        try:
-            from engine.audio.microphone import list_input_devices
+    def _input_vanished(self, name: str):
+        self.status.setText(vanished_text(name))
 
-            devices = list_input_devices()
-        except Exception as exc:  # no PortAudio, no sound server: still allow files
-            log.info("no input devices: %s", exc)
-            devices = []
-        for dev in devices:
-            self.device_combo.addItem(friendly_input_name(dev), dev.index)
-            self.device_combo.setItemData(self.device_combo.count() - 1,
-                                          f"{dev.name} ({dev.host_api})", Qt.ItemDataRole.ToolTipRole)
-            if dev.is_default:
-                self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
-        if not devices:
-            # Say so, but leave it unselectable: Start then plays a file, which works.
-            self.device_combo.addItem("No microphone found", None)
-            self.device_combo.model().item(0).setEnabled(False)
-        try:
-            from engine.audio.system_audio import LABEL, system_audio_available
-
-            if system_audio_available():
-                self.device_combo.addItem(LABEL, SYSTEM_AUDIO_ITEM)
-                self.device_combo.setItemData(
-                    self.device_combo.count() - 1, "Caption a video or a call: the sound going "
-                    "to your speakers or headphones", Qt.ItemDataRole.ToolTipRole)
-        except Exception as exc:  # no sound server: the item is simply not offered
-            log.info("no system audio input: %s", exc)
-        self.device_combo.addItem("Audio file (played as a microphone)…", FILE_ITEM)
-        if not devices:
-            self.device_combo.setCurrentIndex(self.device_combo.count() - 1)
+    def _inputs_changed(self):
+        # Only the idle hints follow the list; a message about the last session stays.
+        if self.status.text() in IDLE_HINTS:
+            self.status.setText(self.device_combo.idle_hint())
 
     def toggle(self):
         if self.source is not None:
@@ -434,4 +390,10 @@ class LiveWindow(QWidget):
         if self.source is None and self.stream_id is None:
             self.committed, self.tentative, self.committed_segments = [], "", []
             self._render()
+        self.device_combo.poll.start()   # inputs plugged in or out while it was hidden show up
+        self.device_combo.check_devices()
         super().showEvent(event)
+
+    def hideEvent(self, event):
+        self.device_combo.poll.stop()    # nobody is looking: no PortAudio rescans
+        super().hideEvent(event)

@@ -6,8 +6,11 @@ buffer; downmixing and resampling happen in ``read()`` on the caller's thread.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +25,9 @@ from engine.audio.sources import (
 )
 
 _STATUS_FAIL_S = 1.0        # flagged (underflow) audio in a row that counts as a failure
+# Sources whose PortAudio stream is open: re-initialising PortAudio would close them under us.
+_OPEN_SOURCES: weakref.WeakSet[MicrophoneSource] = weakref.WeakSet()
+_last_fingerprint: str | None = None
 
 
 def _sounddevice():
@@ -65,6 +71,51 @@ def list_input_devices() -> list[InputDevice]:
                         default_samplerate=float(d["default_samplerate"]),
                         channels=int(d["max_input_channels"]), is_default=d["index"] == default)
             for d in sd.query_devices() if d["max_input_channels"] > 0]
+
+
+def _linux_sound_fingerprint() -> str | None:
+    """What the kernel lists as sound devices, or None where there is no such cheap view.
+
+    Re-initialising PortAudio probes every ALSA card (tens to hundreds of ms); when the
+    kernel's list is unchanged PortAudio's would be too, so a poll can skip that cost.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open("/proc/asound/cards", encoding="utf-8", errors="replace") as f:
+            cards = f.read()
+        nodes = ",".join(sorted(os.listdir("/dev/snd")))
+    except OSError:
+        return None
+    return cards + "|" + nodes
+
+
+def rescan_devices() -> bool:
+    """Make PortAudio list the devices again (it enumerates them once, when initialised).
+
+    Skipped, returning False, while a stream is open: PortAudio's re-initialisation closes
+    every stream, so a running microphone or a sound playing through ``sounddevice.play``
+    would die. Returns True when the next ``list_input_devices()`` is fresh.
+    """
+    global _last_fingerprint
+    sd = _sounddevice()
+    if any(source._stream is not None for source in list(_OPEN_SOURCES)):
+        return False
+    try:
+        playing = sd.get_stream()      # the stream of sd.play(), used by the app's player
+    except RuntimeError:               # play() never called
+        playing = None
+    if playing is not None and not playing.closed:
+        if playing.active:
+            return False
+        sd.stop()   # close the finished one: re-initialising would leave it dangling
+    fingerprint = _linux_sound_fingerprint()
+    if fingerprint is not None and fingerprint == _last_fingerprint:
+        return True
+    sd._terminate()
+    sd._initialize()
+    _last_fingerprint = fingerprint
+    return True
 
 
 def default_input_device() -> InputDevice | None:
@@ -255,6 +306,7 @@ class MicrophoneSource(AudioSource):
                 blocksize=max(1, int(rate * self.block_ms / 1000)), callback=self._callback,
                 finished_callback=self._finished_callback)
             self._stream.start()
+            _OPEN_SOURCES.add(self)
         except Exception as exc:  # PortAudioError and friends
             self._running, self._stream = False, None
             raise CaptureError(f"Could not open microphone '{dev.name}': {exc}") from exc
@@ -310,6 +362,7 @@ class MicrophoneSource(AudioSource):
                 return
             self._running = False
             stream, self._stream = self._stream, None
+            _OPEN_SOURCES.discard(self)
             if stream is not None:
                 try:
                     stream.abort()
