@@ -1,7 +1,8 @@
 """Models: download a known Qwen3-ASR checkpoint, or pick a local folder.
 
 Downloads run in a QThread through modelhub.downloads; the dialog shows bytes done and
-can cancel. Offline, it says so plainly and points to the local-folder option.
+can cancel. Offline, it says so plainly and points to the local-folder option. Models not
+yet downloaded show how big the download is (app.model_sizes).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from app import model_sizes
+from app.model_sizes import format_size
 from modelhub import downloads as hub
 from modelhub.downloads import KNOWN_MODELS, default_model_dest, is_model_dir
 
@@ -73,10 +76,6 @@ def folder_size(folder) -> int:
     return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
 
 
-def format_size(size: int) -> str:
-    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
-
-
 def in_use_text(current_model: str) -> str:
     """Which model the app uses now, in words (a local folder counts too)."""
     if not current_model:
@@ -109,7 +108,8 @@ class ModelManagerDialog(QDialog):
         layouts.setStyleSheet("color: palette(placeholder-text);")
         self.list = QTreeWidget()
         self.list.setObjectName("modelList")
-        self.list.setHeaderLabels(["Model", "Status", "On disk", "What it is"])
+        # "Size": on disk once downloaded, the download's size before.
+        self.list.setHeaderLabels(["Model", "Status", "Size", "What it is"])
         self.list.setRootIsDecorated(False)
         self.list.setAlternatingRowColors(True)
         self.list.setWordWrap(True)
@@ -159,7 +159,18 @@ class ModelManagerDialog(QDialog):
         layout.addWidget(self.status)
         layout.addLayout(row)
         self.thread: DownloadThread | None = None
+        model_sizes.lookup().found.connect(self._size_found)
         self.select(0)
+        self._update_buttons()
+
+    def showEvent(self, event):
+        # Lazily: only a dialog someone looks at asks the Hub, and never on the UI thread.
+        model_sizes.lookup().ask([m.repo_id for m in KNOWN_MODELS
+                                  if not is_model_dir(default_model_dest(m.repo_id))])
+        super().showEvent(event)
+
+    def _size_found(self, repo_id: str):
+        self.refresh_list()
         self._update_buttons()
 
     def select(self, row: int):
@@ -176,7 +187,7 @@ class ModelManagerDialog(QDialog):
                 item.setText(2, format_size(folder_size(dest)))
             else:
                 state = "Not downloaded"
-                item.setText(2, "")
+                item.setText(2, model_sizes.download_size_text(model.repo_id))
             item.setText(1, state)
 
     def selected_model(self):
@@ -188,6 +199,9 @@ class ModelManagerDialog(QDialog):
         busy = self.thread is not None and self.thread.isRunning()
         downloaded = model is not None and is_model_dir(default_model_dest(model.repo_id))
         self.download_button.setEnabled(model is not None and not busy and not downloaded)
+        self.download_button.setText(
+            f"Download ({model_sizes.download_size_text(model.repo_id)})"
+            if model is not None and not downloaded else "Download")
         self.cancel_button.setEnabled(busy)
         self.use_button.setEnabled(downloaded and not busy)
         in_use = model is not None and same_folder(default_model_dest(model.repo_id),

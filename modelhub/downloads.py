@@ -214,3 +214,31 @@ def download_model(repo_id: str, dest=None, progress: Callable[[int, int], None]
             raise NetworkUnavailable(_offline_message(repo_id)) from exc
         raise
     return Path(path)
+
+
+def download_size(repo_id: str, timeout: float = 15.0) -> int:
+    """Bytes ``download_model(repo_id)`` would fetch: the ALLOW_PATTERNS files the Hub lists.
+
+    One metadata request, no file is downloaded. Raises NetworkUnavailable offline or when
+    huggingface.co cannot be reached; other Hub errors (a repository gone) pass through.
+    """
+    if not is_hub_id(repo_id):
+        raise ValueError(f"{repo_id!r} is not a Hugging Face model id (owner/name)")
+    if _is_offline():
+        raise NetworkUnavailable(_offline_message(repo_id))
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import OfflineModeIsEnabled
+    from huggingface_hub.utils import filter_repo_objects
+
+    try:
+        info = HfApi().model_info(repo_id, files_metadata=True, timeout=timeout)
+    except Exception as exc:
+        # httpx's ConnectError / ConnectTimeout are neither OSError nor ConnectionError.
+        name, text = type(exc).__name__, str(exc).lower()
+        if isinstance(exc, (OfflineModeIsEnabled, ConnectionError, TimeoutError)) or \
+                "Connect" in name or "Timeout" in name or "connect" in text or "resolve" in text:
+            raise NetworkUnavailable(_offline_message(repo_id)) from exc
+        raise
+    wanted = filter_repo_objects(info.siblings or [], allow_patterns=ALLOW_PATTERNS,
+                                 key=lambda sibling: sibling.rfilename)
+    return sum(int(sibling.size or 0) for sibling in wanted)
