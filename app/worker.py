@@ -16,6 +16,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app import settings as S
+from app.eta import EtaEstimator
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class _Request:
     job: Any = None
     started_at: float | None = None
     reported_progress: float = -1.0
+    eta: EtaEstimator = field(default_factory=EtaEstimator)
     duration_sent: bool = False
 
 
@@ -261,6 +263,7 @@ class EngineWorker(QObject):
             state = _state(job)
             if state != "queued" and request.started_at is None:
                 request.started_at = now
+                request.eta.update(now, 0.0)   # processing starts now, not at the first progress
                 self.job_started.emit(job_id)
             duration = getattr(job, "duration", None)
             if duration is not None and not request.duration_sent:
@@ -279,7 +282,10 @@ class EngineWorker(QObject):
                 progress = float(getattr(job, "progress", 0.0) or 0.0)
                 if progress != request.reported_progress:
                     request.reported_progress = progress
-                    self.job_progress.emit(job_id, progress, _eta(request.started_at, now, progress))
+                    # Waiting in the engine's queue is not processing: no estimate from it.
+                    eta = request.eta.update(now, progress) if request.started_at is not None \
+                        else -1.0
+                    self.job_progress.emit(job_id, progress, eta)
         for stream_id, st in list(self._streams.items()):
             committed = list(st.stream.committed)
             tentative = st.stream.tentative or ""
@@ -323,12 +329,6 @@ class EngineWorker(QObject):
         if text != self._activity:
             self._activity = text
             self.activity.emit(text)
-
-
-def _eta(started_at: float | None, now: float, progress: float) -> float:
-    if started_at is None or progress < 0.02:
-        return -1.0
-    return max(0.0, (now - started_at) * (1.0 - progress) / progress)
 
 
 def _state(job) -> str:
