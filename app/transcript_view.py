@@ -8,7 +8,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QLineEdit,
     QPushButton,
     QSlider,
     QStackedWidget,
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import (
 from app.elided_label import ElidedLabel
 from app.player import Player
 from app.queue_model import format_duration
+from app.search_bar import SearchBar
 from app.transcript_delegate import SegmentTextDelegate
 from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
 
@@ -81,12 +81,11 @@ class TranscriptView(QWidget):
         self.models_button = QPushButton("Choose a model…")
         self.models_button.clicked.connect(self.models_requested)
         self.models_button.hide()
-        self.search = QLineEdit()
-        self.search.setPlaceholderText("Search the transcript (Ctrl+F)")
-        self.search.setClearButtonEnabled(True)
+        self.search_bar = SearchBar()
+        self.search = self.search_bar.field
         self.search.textChanged.connect(self._search)
         self.search.returnPressed.connect(self.next_match)
-        self.match_label = QLabel("")
+        self.match_label = self.search_bar.count_label   # "3 matches", beside or under the field
         self.play_button = QPushButton("Play")
         self.play_button.setToolTip("Play from the selected segment; click a word to play from it")
         self.play_button.clicked.connect(self.toggle_play)
@@ -116,9 +115,6 @@ class TranscriptView(QWidget):
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: palette(placeholder-text);")
 
-        top = QHBoxLayout()
-        top.addWidget(self.search, 1)
-        top.addWidget(self.match_label)
         playback = QHBoxLayout()
         playback.addWidget(self.play_button)
         playback.addWidget(self.seek, 1)
@@ -128,7 +124,7 @@ class TranscriptView(QWidget):
         layout.addWidget(self.title)
         layout.addWidget(self.details)
         layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addLayout(top)
+        layout.addWidget(self.search_bar)
         layout.addLayout(playback)
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.message)
@@ -191,14 +187,14 @@ class TranscriptView(QWidget):
         if text.strip():
             count, rows = self.model.match_count(), len(self._matches)
             if count == 0:
-                self.match_label.setText("No matches")
+                self.search_bar.set_count_text("No matches")
             elif rows == 1:
-                self.match_label.setText(f"{count} match{'es' if count != 1 else ''}")
+                self.search_bar.set_count_text(f"{count} match{'es' if count != 1 else ''}")
             else:
-                self.match_label.setText(f"{count} matches in {rows} segments")
+                self.search_bar.set_count_text(f"{count} matches in {rows} segments")
             self.next_match()
         else:
-            self.match_label.setText("")
+            self.search_bar.set_count_text("")
 
     def next_match(self):
         if not self._matches:
