@@ -67,17 +67,18 @@ REAL_0_6B = dict(
 )
 
 
-def build_tokenizer(out_dir: Path, *, aligner: bool = False):
-    """Train a byte-level BPE on a few sentences and save it as a Qwen2 fast tokenizer."""
+def bpe_tokenizer(texts, vocab_size: int, *, aligner: bool = False):
+    """A byte-level BPE trained on ``texts``, as a Qwen2 fast tokenizer with our special tokens and chat
+    template (the random test checkpoints and tools/train_test_model.py both build theirs here)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(TRAINING_TEXT, trainer)
+    tok.train_from_iterator(texts, trainer)
     fast = Qwen2TokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
         extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>",
@@ -86,6 +87,11 @@ def build_tokenizer(out_dir: Path, *, aligner: bool = False):
     fast.add_tokens(PLAIN_ADDED_TOKENS)
     fast.chat_template = ALIGNER_CHAT_TEMPLATE if aligner else ASR_CHAT_TEMPLATE
     return fast
+
+
+def build_tokenizer(out_dir: Path, *, aligner: bool = False):
+    """Train a byte-level BPE on a few sentences and save it as a Qwen2 fast tokenizer."""
+    return bpe_tokenizer(TRAINING_TEXT, 400, aligner=aligner)
 
 
 def _fan_in_init(model: torch.nn.Module, generator: torch.Generator, embed_std: float) -> None:

@@ -321,8 +321,6 @@ def check_features() -> None:
 
 # ----------------------------------------------------------------------------- tokenizer
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>",
-                  "<|audio_pad|>", "<timestamp>"]
 PROMPT_BEFORE = "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|audio_start|>"
 PROMPT_AFTER = "<|audio_end|><|im_end|>\n<|im_start|>assistant\n"
 ANSWER_PREFIX = "language English<asr_text>"
@@ -330,28 +328,13 @@ ANSWER_PREFIX = "language English<asr_text>"
 
 def build_tokenizer(vocab_size: int = 768, *, aligner: bool = False):
     """Byte-level BPE over the corpus, saved as a Qwen2 fast tokenizer like tests/checkpoints.py."""
-    from checkpoints import ALIGNER_CHAT_TEMPLATE, ASR_CHAT_TEMPLATE, PLAIN_ADDED_TOKENS
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
+    from checkpoints import bpe_tokenizer
 
     words = sorted({w for lst in (NAMES, PEOPLE, PEOPLE_PL, THINGS, PLURALS, ADJ, STATE_ADJ, ADVERBS, NUMBERS)
                     for w in lst} | {w for v in VERBS for w in v} | {w for v in INTRANS for w in v})
     text = training_sentences(20000, seed=12345) + [FIXTURE_SENTENCE] * 20 + words * 3 + [" ".join(words)]
     text += [" " + w for w in words] * 3 + ["language English<asr_text>", "language None<asr_text>", "system user assistant"] * 2000
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(text, trainer)
-    fast = Qwen2TokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
-        extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>",
-                              "audio_eos_token": "<|audio_end|>"},
-    )
-    fast.add_tokens(PLAIN_ADDED_TOKENS)
-    fast.chat_template = ALIGNER_CHAT_TEMPLATE if aligner else ASR_CHAT_TEMPLATE
-    return fast
+    return bpe_tokenizer(text, vocab_size, aligner=aligner)
 
 
 def audio_tokens(frames: int) -> int:
@@ -629,14 +612,17 @@ def train_asr(args) -> None:
     assert rendered == PROMPT_BEFORE + "<|audio_pad|>" + PROMPT_AFTER, rendered
 
     data = torch.load(CACHE / "asr_train.pt")
-    items = []
-    for d in data:
+
+    def make_item(d):
         text_ids = tokenizer.encode(d["text"], add_special_tokens=False) if d["text"] else []
         answer = tokenizer.encode("language None<asr_text>" if not d["text"] else ANSWER_PREFIX,
                                   add_special_tokens=False) + text_ids + [end_id]
         n_audio = audio_tokens(d["feats"].shape[1])
-        items.append(dict(feats=d["feats"], ids=before + [audio_id] * n_audio + after + answer,
-                          n_answer=len(answer), ctc=text_ids, text=d["text"]))
+        return dict(feats=d["feats"], ids=before + [audio_id] * n_audio + after + answer,
+                    n_answer=len(answer), ctc=text_ids, text=d["text"])
+
+    singles = [make_item(d) for d in data]
+    items = list(singles)
     print(f"{len(items)} training clips; vocab {len(tokenizer)}; mean answer tokens "
           f"{np.mean([it['n_answer'] for it in items]):.1f}", flush=True)
     lengths = [it["feats"].shape[1] for it in items]
@@ -659,6 +645,12 @@ def train_asr(args) -> None:
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     step, elapsed, epoch = 0, 0.0, 0
     ckpt = work / "state.pt"
+    if args.init_state:
+        # Fine-tuning: the weights of an earlier run, a fresh optimizer and schedule.
+        st = torch.load(args.init_state, weights_only=False)
+        model.load_state_dict(st["model"])
+        ctc_head.load_state_dict(st["ctc"])
+        print(f"weights from {args.init_state} (step {st['step']})", flush=True)
     if args.resume and ckpt.exists():
         st = torch.load(ckpt, weights_only=False)
         model.load_state_dict(st["model"])
@@ -675,7 +667,15 @@ def train_asr(args) -> None:
     while elapsed < budget:
         progress = elapsed / budget
         # Curriculum: short clips first, every clip from 30% of the budget on.
+        if args.multi:
+            # Fresh multi-sentence clips every epoch (joined cached features: see multi_sentence_clips).
+            from multi_sentence_clips import multi_sentence_clips
+            joined = multi_sentence_clips(data, int(args.multi * len(singles)), random.Random(epoch + step))
+            items = singles + [make_item(d) for d in joined]
+            lengths = [it["feats"].shape[1] for it in items]
         max_len = 250 + (max(lengths) - 250) * min(1.0, progress / 0.3)
+        if args.init_state:
+            max_len = max(lengths)
         pool = [i for i in range(len(items)) if lengths[i] <= max_len]
         batches = length_batches(lengths, pool, args.batch_frames, 64, rng)
         epoch += 1
@@ -990,6 +990,10 @@ def main(argv=None) -> None:
             p.add_argument("--ctc-weight", type=float, default=0.3)
             p.add_argument("--log-every", type=int, default=25)
             p.add_argument("--probe-every", type=float, default=5.0, help="minutes between greedy samples")
+            p.add_argument("--multi", type=float, default=0.0,
+                           help="add this many multi-sentence clips per single clip, fresh every epoch")
+            p.add_argument("--init-state", default=None,
+                           help="fine-tune: start from this run's state.pt weights with a fresh optimizer")
         else:
             p.add_argument("--init", default=None, help="start from this trained ASR checkpoint")
     e = sub.add_parser("eval")
