@@ -40,7 +40,8 @@ def join_features(parts: list[torch.Tensor], gaps: list[int], lead: int = 0, tai
 
 def multi_sentence_clips(data: list[dict], n: int, rng: random.Random, *, max_frames: int = 2000,
                          max_parts: int = 5, gap_s: tuple[float, float] = (0.3, 2.5)) -> list[dict]:
-    """``n`` clips of 2-``max_parts`` sentences of one voice, joined with pauses of ``gap_s`` seconds.
+    """``n`` clips of 2-``max_parts`` sentences (half of one voice, half of mixed voices), joined with
+    pauses of ``gap_s`` seconds.
 
     data: cached items ``dict(text, voice, feats)``; noise-only items (empty text) are not used.
     Returns ``dict(text, voice, feats)`` like the cache, the text the sentences joined by spaces.
@@ -52,9 +53,11 @@ def multi_sentence_clips(data: list[dict], n: int, rng: random.Random, *, max_fr
     voices = [v for v, ds in by_voice.items() if len(ds) >= max_parts]
     if not voices:
         raise ValueError("no voice has enough sentences to join")
+    everyone = [d for v in voices for d in by_voice[v]]
     out = []
     while len(out) < n:
-        pool = by_voice[rng.choice(voices)]
+        # Half one voice, half a conversation: each sentence by anyone (a speaker change mid-chunk).
+        pool = by_voice[rng.choice(voices)] if rng.random() < 0.5 else everyone
         want = rng.randint(2, max_parts)
         parts, gaps, frames = [], [], 0
         for d in rng.sample(pool, want):
@@ -72,3 +75,10 @@ def multi_sentence_clips(data: list[dict], n: int, rng: random.Random, *, max_fr
         out.append(dict(text=" ".join(d["text"] for d in parts), voice=parts[0]["voice"],
                         feats=feats.to(torch.float16)))
     return out
+
+
+def random_context(texts: list[str], rng: random.Random, max_chars: int = 200) -> str:
+    """Text for the system turn, as live captions send the tail of what was committed before: a few
+    unrelated sentences, cut at the front to ``max_chars`` like the stream's recent context."""
+    context = " ".join(rng.choice(texts) for _ in range(rng.randint(1, 8)))
+    return context[-rng.randint(20, max_chars):].lstrip()

@@ -613,12 +613,22 @@ def train_asr(args) -> None:
 
     data = torch.load(CACHE / "asr_train.pt")
 
+    corpus = [d["text"] for d in data if d["text"]]
+    ctx_rng = random.Random(4242)
+
     def make_item(d):
         text_ids = tokenizer.encode(d["text"], add_special_tokens=False) if d["text"] else []
         answer = tokenizer.encode("language None<asr_text>" if not d["text"] else ANSWER_PREFIX,
                                   add_special_tokens=False) + text_ids + [end_id]
         n_audio = audio_tokens(d["feats"].shape[1])
-        return dict(feats=d["feats"], ids=before + [audio_id] * n_audio + after + answer,
+        head = before
+        if args.context and ctx_rng.random() < args.context:
+            # The system turn holds context (live captions send recent committed text): the model
+            # must transcribe what it hears, not continue what it reads.
+            from multi_sentence_clips import random_context
+            head = tokenizer.encode(PROMPT_BEFORE.replace("system\n", "system\n" + random_context(corpus, ctx_rng), 1),
+                                    add_special_tokens=False)
+        return dict(feats=d["feats"], ids=head + [audio_id] * n_audio + after + answer,
                     n_answer=len(answer), ctc=text_ids, text=d["text"])
 
     singles = [make_item(d) for d in data]
@@ -992,6 +1002,8 @@ def main(argv=None) -> None:
             p.add_argument("--probe-every", type=float, default=5.0, help="minutes between greedy samples")
             p.add_argument("--multi", type=float, default=0.0,
                            help="add this many multi-sentence clips per single clip, fresh every epoch")
+            p.add_argument("--context", type=float, default=0.0,
+                           help="share of clips whose system turn holds unrelated context text")
             p.add_argument("--init-state", default=None,
                            help="fine-tune: start from this run's state.pt weights with a fresh optimizer")
         else:
