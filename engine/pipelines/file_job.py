@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
+from engine.serving.heap import release_freed_memory
 from engine.text.types import Segment
 
 _job_ids = itertools.count(1)
@@ -262,6 +263,8 @@ class FileJob:
         self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
         self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track
         self.state = "done"
+        self._chunker = None
+        release_freed_memory()    # else the heap grows with the number of files (engine/serving/heap.py)
 
     def _close_blocks(self) -> None:
         close = getattr(self._blocks, "close", None)
