@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 class EngineClient(QObject):
     # Requests, each connected to the worker slot of the same name (queued across threads).
     _load_model = Signal(str, str, str, str)
-    _add_file = Signal(int, str, str, str, bool)
+    _add_file = Signal(int, str, str, str, bool, int)
     _cancel_job = Signal(int)
     _open_stream = Signal(int, str, str)
     _feed_stream = Signal(int, object)
@@ -55,8 +55,10 @@ class EngineClient(QObject):
         self._load_model.emit(str(model_dir), device or "", dtype or "", str(aligner or ""))
 
     def add_file(self, job_id: int, path, language: str | None = None, context: str = "",
-                 word_timestamps: bool = False):
-        self._add_file.emit(job_id, str(path), language or "", context or "", bool(word_timestamps))
+                 word_timestamps: bool = False, max_chunk_seconds: int = 0):
+        """``max_chunk_seconds`` 0 leaves the chunk length to the engine."""
+        self._add_file.emit(job_id, str(path), language or "", context or "", bool(word_timestamps),
+                            int(max_chunk_seconds or 0))
 
     def cancel_job(self, job_id: int):
         self._cancel_job.emit(job_id)

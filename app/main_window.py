@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.client, self.history, self.settings = client, history, settings
         self.queue = QueueController(client, history, settings.get(S.PARALLEL_FILES), self)
         self.queue.word_timestamps = bool(settings.get(S.WORD_TIMESTAMPS) and settings.get(S.ALIGNER))
+        self.queue.max_chunk_seconds = settings.get(S.MAX_CHUNK_SECONDS)
         self.queue_panel = QueuePanel(self.queue.model)
         self.history_panel = HistoryPanel()
         self.transcript_view = TranscriptView()
@@ -509,6 +510,7 @@ class MainWindow(QMainWindow):
         self.queue.parallel = max(1, self.settings.get(S.PARALLEL_FILES))
         self.queue.word_timestamps = bool(self.settings.get(S.WORD_TIMESTAMPS)
                                           and self.settings.get(S.ALIGNER))
+        self.queue.max_chunk_seconds = self.settings.get(S.MAX_CHUNK_SECONDS)
         app = QGuiApplication.instance()
         if app is not None:
             apply_theme(app, self.settings.get(S.THEME))

@@ -28,6 +28,7 @@ class QueueController(QObject):
         self.client, self.history = client, history
         self.parallel = max(1, parallel)
         self.word_timestamps = False
+        self.max_chunk_seconds = 0       # 0 = the engine's default
         self.model = QueueModel(self)
         self.model.options_edited.connect(self._options_edited)
         self._duration_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durations")
@@ -98,7 +99,7 @@ class QueueController(QObject):
             self.history.set_state(item.job_id, "queued")
             self.model.update(item.job_id, state="queued", progress=0.0, eta=-1.0, error=None)
             self.client.add_file(item.job_id, item.path, item.language, item.context,
-                                 self.word_timestamps)
+                                 self.word_timestamps, self.max_chunk_seconds)
 
     # -- user actions ----------------------------------------------------------------------
     def cancel(self, job_ids) -> None:

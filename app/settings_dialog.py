@@ -105,10 +105,19 @@ class SettingsDialog(QDialog):
         self.parallel_spin.setRange(1, 64)
         self.parallel_spin.setToolTip("How many queued files are transcribed together")
         self.parallel_spin.setMinimumWidth(100)
+        self.chunk_spin = QSpinBox()
+        self.chunk_spin.setRange(0, 180)
+        self.chunk_spin.setSuffix(" s")
+        self.chunk_spin.setSpecialValueText("Automatic")
+        self.chunk_spin.setToolTip("Long files are cut at pauses into chunks of at most this length. "
+                                   "Automatic: 30 s (180 s with word timestamps). "
+                                   "Shorter chunks suit small models.")
+        self.chunk_spin.setMinimumWidth(100)
         form.addRow("Default language:", self.language_combo)
         form.addRow("Default context:", self.context_edit)
         form.addRow("", self.words_check)
         form.addRow("Files at once:", self.parallel_spin)
+        form.addRow("Longest chunk:", self.chunk_spin)
         return page
 
     def _subtitles_tab(self):
@@ -163,6 +172,7 @@ class SettingsDialog(QDialog):
         self.context_edit.setText(g(S.CONTEXT))
         self.words_check.setChecked(g(S.WORD_TIMESTAMPS))
         self.parallel_spin.setValue(g(S.PARALLEL_FILES))
+        self.chunk_spin.setValue(g(S.MAX_CHUNK_SECONDS))
         self.line_chars_spin.setValue(g(S.MAX_LINE_CHARS))
         self.lines_spin.setValue(g(S.MAX_LINES))
         self.min_dur_spin.setValue(g(S.MIN_DURATION))
@@ -182,6 +192,7 @@ class SettingsDialog(QDialog):
         s(S.CONTEXT, self.context_edit.text())
         s(S.WORD_TIMESTAMPS, self.words_check.isChecked())
         s(S.PARALLEL_FILES, self.parallel_spin.value())
+        s(S.MAX_CHUNK_SECONDS, self.chunk_spin.value())
         s(S.MAX_LINE_CHARS, self.line_chars_spin.value())
         s(S.MAX_LINES, self.lines_spin.value())
         s(S.MIN_DURATION, self.min_dur_spin.value())

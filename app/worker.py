@@ -50,6 +50,7 @@ class _Request:
     language: str | None
     context: str
     word_timestamps: bool
+    max_chunk_seconds: int | None = None   # None = the engine's default
     job: Any = None
     started_at: float | None = None
     reported_progress: float = -1.0
@@ -123,10 +124,11 @@ class EngineWorker(QObject):
                                _device_label(new_engine))
         self._kick()
 
-    @Slot(int, str, str, str, bool)
+    @Slot(int, str, str, str, bool, int)
     def add_file(self, job_id: int, path: str, language: str = "", context: str = "",
-                 word_timestamps: bool = False):
-        self._requests[job_id] = _Request(path, language or None, context or "", word_timestamps)
+                 word_timestamps: bool = False, max_chunk_seconds: int = 0):
+        self._requests[job_id] = _Request(path, language or None, context or "", word_timestamps,
+                                          max_chunk_seconds or None)
         self._submit_pending()
         self._kick()
 
@@ -206,7 +208,8 @@ class EngineWorker(QObject):
             try:
                 request.job = self.engine.submit_file(
                     request.path, language=request.language, context=request.context,
-                    word_timestamps=request.word_timestamps)
+                    word_timestamps=request.word_timestamps,
+                    max_chunk_seconds=request.max_chunk_seconds)
             except Exception as exc:
                 self._requests.pop(job_id, None)
                 self.job_failed.emit(job_id, _file_error(request.path, exc))

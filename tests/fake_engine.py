@@ -109,8 +109,10 @@ class FakeEngine:
         self.fail_next_step: Exception | None = None
         self.steps = 0
 
-    def submit_file(self, source, *, language=None, context="", word_timestamps=False, priority=0):
+    def submit_file(self, source, *, language=None, context="", word_timestamps=False, priority=0,
+                    max_chunk_seconds=None):
         job = FakeFileJob(self, source, language, context, word_timestamps, priority)
+        job.max_chunk_seconds = max_chunk_seconds
         self.jobs.append(job)
         return job
 

@@ -100,8 +100,13 @@ def main(argv=None) -> int:
     parser.add_argument("--model", required=True, help="model folder to load")
     parser.add_argument("--out", default="screenshots", help="folder for the PNGs")
     parser.add_argument("--dark", action="store_true", help="use the dark theme")
+    parser.add_argument("--chunk-seconds", type=int, default=0, metavar="N",
+                        help="the Longest chunk setting in seconds (default: 0, automatic); "
+                             "short chunks suit a small test model")
     parser.add_argument("files", nargs="*", help="two audio files to drop (default: spoken)")
     args = parser.parse_args(argv)
+    if not 0 <= args.chunk_seconds <= 180:
+        parser.error("--chunk-seconds must be 0 (automatic) to 180")
     xvfb = ensure_display()
     os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
     work = Path(tempfile.mkdtemp(prefix="qwen3-asr-shots-"))
@@ -131,6 +136,12 @@ def take_screenshots(args, work: Path) -> int:
     minutes = float(os.environ.get("SHOTS_LECTURE_MINUTES", "30"))  # shorter on a busy machine
     files.append(_repeat(files[0], work / "lecture.wav", minutes=minutes))
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    if args.chunk_seconds:   # stored before build_app reads the settings (fresh data dir)
+        from app.settings import Settings
+
+        stored = Settings()
+        stored.set(S.MAX_CHUNK_SECONDS, args.chunk_seconds)
+        stored.sync()
     window, client = build_app(app, parse_args(["--model", args.model]))
     if args.dark:
         window.settings.set(S.THEME, "dark")

@@ -1,0 +1,91 @@
+"""The "Longest chunk" setting: the dialog stores it and file jobs reach the engine with it."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+import fake_engine  # noqa: E402
+
+from app import settings as S  # noqa: E402
+from app.engine_client import EngineClient  # noqa: E402
+from app.settings import Settings  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "data"
+    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def client(qtbot):
+    c = EngineClient(fake_engine.load)
+    yield c
+    c.shutdown()
+
+
+def _window(qtbot, client, tmp_path, chunk_seconds: int):
+    from app.history import History
+    from app.main_window import MainWindow
+
+    settings = Settings()
+    settings.set(S.MODEL, str(tmp_path))
+    settings.set(S.MAX_CHUNK_SECONDS, chunk_seconds)
+    w = MainWindow(client, History(tmp_path / "h.db"), settings)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
+    return w
+
+
+def _wav(tmp_path, name):
+    import numpy as np
+    import soundfile as sf
+
+    path = tmp_path / name
+    sf.write(str(path), np.zeros(8000, np.float32), 16000)
+    return path
+
+
+def _submitted_chunk_seconds(window, qtbot, client, path):
+    [job_id] = window.add_paths([path])
+    qtbot.waitUntil(lambda: window.queue.model.item(job_id).state == "done", timeout=5000)
+    [job] = [j for j in client.worker.engine.jobs if j.source == str(path)]
+    return job.max_chunk_seconds
+
+
+def test_setting_reaches_submit_file(qtbot, client, tmp_path):
+    window = _window(qtbot, client, tmp_path, 4)
+    assert _submitted_chunk_seconds(window, qtbot, client, _wav(tmp_path, "a.wav")) == 4
+    # A changed setting applies to files queued afterwards; 0 leaves it to the engine.
+    window.settings.set(S.MAX_CHUNK_SECONDS, 0)
+    window.apply_settings()
+    assert _submitted_chunk_seconds(window, qtbot, client, _wav(tmp_path, "b.wav")) is None
+
+
+def test_automatic_by_default(qtbot, client, tmp_path):
+    window = _window(qtbot, client, tmp_path, 0)
+    assert _submitted_chunk_seconds(window, qtbot, client, _wav(tmp_path, "a.wav")) is None
+
+
+def test_settings_dialog_saves_and_shows_it(qtbot):
+    from app.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings())
+    qtbot.addWidget(dialog)
+    assert dialog.chunk_spin.value() == 0 and dialog.chunk_spin.text() == "Automatic"
+    assert (dialog.chunk_spin.minimum(), dialog.chunk_spin.maximum()) == (0, 180)
+    dialog.chunk_spin.setValue(4)
+    assert dialog.chunk_spin.text() == "4 s"
+    dialog.accept()
+    assert Settings().get(S.MAX_CHUNK_SECONDS) == 4
+
+    again = SettingsDialog(Settings())
+    qtbot.addWidget(again)
+    assert again.chunk_spin.value() == 4
+    again.chunk_spin.setValue(0)
+    again.accept()
+    assert Settings().get(S.MAX_CHUNK_SECONDS) == 0
