@@ -100,6 +100,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model", required=True, help="model folder to load")
     parser.add_argument("--out", default="screenshots", help="folder for the PNGs")
     parser.add_argument("--dark", action="store_true", help="use the dark theme")
+    parser.add_argument("--search", help="word to search in the transcript shot (default: its first word)")
     parser.add_argument("--chunk-seconds", type=int, default=0, metavar="N",
                         help="the Longest chunk setting in seconds (default: 0, automatic); "
                              "short chunks suit a small test model")
@@ -165,8 +166,9 @@ def take_screenshots(args, work: Path) -> int:
     shooter.wait(lambda: all(i.state in ("done", "failed") for i in model.items), what="transcripts")
     window.queue_panel.table.selectRow(0)
     shooter.shot("2-transcript-view", window)
-    window.transcript_view.search.setText(window.transcript_view.model.segments[0].text.split()[0]
-                                          if window.transcript_view.model.segments else "")
+    first_word = (window.transcript_view.model.segments[0].text.split() or [""])[0] \
+        if window.transcript_view.model.segments else ""
+    window.transcript_view.search.setText(args.search or first_word)
     window.transcript_view.model.set_playhead(0.5)
     shooter.shot("3-transcript-search", window)
     window.transcript_view.search.clear()
