@@ -5,32 +5,18 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-import fake_engine  # noqa: E402
 from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QUrl, Signal  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
 
 from app import settings as S  # noqa: E402
-from app.engine_client import EngineClient  # noqa: E402
 from app.file_collect import collect_audio_files, describe_refused  # noqa: E402
 from app.queue_model import QueueItem, QueueModel  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.transcript_model import TranscriptModel, word_spans  # noqa: E402
 from engine.text.types import Segment, Transcript, Word  # noqa: E402
+from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
 
 
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch):
-    """Settings, history and logs of every test go to a fresh folder."""
-    folder = tmp_path / "data"
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(folder))
-    return folder
-
-
-@pytest.fixture
-def client(qtbot):
-    c = EngineClient(fake_engine.load)
-    yield c
-    c.shutdown()
 
 
 @pytest.fixture

@@ -5,25 +5,12 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-import fake_engine  # noqa: E402
 
 from app import settings as S  # noqa: E402
-from app.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
 
 
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "data"
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(folder))
-    return folder
-
-
-@pytest.fixture
-def client(qtbot):
-    c = EngineClient(fake_engine.load)
-    yield c
-    c.shutdown()
 
 
 def _window(qtbot, client, tmp_path, chunk_seconds: int):

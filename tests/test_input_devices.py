@@ -8,24 +8,13 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-import fake_engine  # noqa: E402
 
 import engine.audio.microphone as microphone  # noqa: E402
-from app.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from engine.audio.microphone import InputDevice, MicrophoneSource  # noqa: E402
+from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
 
 
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
-
-
-@pytest.fixture
-def client(qtbot):
-    c = EngineClient(fake_engine.load)
-    yield c
-    c.shutdown()
 
 
 def mic(index, name, default=False):

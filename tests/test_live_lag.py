@@ -7,20 +7,10 @@ pytest.importorskip("pytestqt")
 
 import fake_engine  # noqa: E402
 
-from app.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
 
 
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
-
-
-@pytest.fixture
-def client(qtbot):
-    c = EngineClient(fake_engine.load)
-    yield c
-    c.shutdown()
 
 
 def test_label_shows_only_when_behind(client, qtbot):
