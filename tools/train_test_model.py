@@ -594,6 +594,7 @@ def greedy(model, tokenizer, feats: torch.Tensor, max_new: int = 60) -> str:
 
 
 def train_asr(args) -> None:
+    from multi_sentence_clips import multi_sentence_clips, random_context
     from transformers import Qwen3ASRForConditionalGeneration
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -625,7 +626,6 @@ def train_asr(args) -> None:
         if args.context and ctx_rng.random() < args.context:
             # The system turn holds context (live captions send recent committed text): the model
             # must transcribe what it hears, not continue what it reads.
-            from multi_sentence_clips import random_context
             head = tokenizer.encode(PROMPT_BEFORE.replace("system\n", "system\n" + random_context(corpus, ctx_rng), 1),
                                     add_special_tokens=False)
         return dict(feats=d["feats"], ids=head + [audio_id] * n_audio + after + answer,
@@ -679,7 +679,6 @@ def train_asr(args) -> None:
         # Curriculum: short clips first, every clip from 30% of the budget on.
         if args.multi:
             # Fresh multi-sentence clips every epoch (joined cached features: see multi_sentence_clips).
-            from multi_sentence_clips import multi_sentence_clips
             joined = multi_sentence_clips(data, int(args.multi * len(singles)), random.Random(epoch + step))
             items = singles + [make_item(d) for d in joined]
             lengths = [it["feats"].shape[1] for it in items]
