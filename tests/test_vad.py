@@ -227,3 +227,21 @@ def test_utterance_tracker_cuts_long_utterances(detector, long_speech):
             open_start = event[2]
     tracker.reset()
     assert tracker.open_start is None and tracker.position == 0
+
+
+def test_a_finished_chunker_frees_its_audio_without_waiting_for_the_garbage_collector(detector, long_speech):
+    """A chunker and its planner once formed a reference cycle: each finished file's buffer
+    waited for Python's rare full collection, and peak memory grew ~1 MB per queued 35 s file."""
+    import gc
+    import weakref
+
+    chunker = StreamingChunker(detector, max_chunk_s=8.0)
+    chunks = chunker.push(long_speech) + chunker.finish()
+    assert chunks and chunker.buffered_samples == 0
+    gone = weakref.ref(chunker)
+    gc.disable()
+    try:
+        del chunker
+        assert gone() is None, "the chunker outlived its last reference (a reference cycle)"
+    finally:
+        gc.enable()
