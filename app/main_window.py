@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolButton,
@@ -194,7 +195,9 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self):
         self.model_label = QLabel("No model")
         self.activity_label = ElidedLabel("")
-        self.activity_label.setMinimumWidth(120)
+        # Its own width, eliding only when squeezed: with the label's default Ignored policy
+        # the status bar gave it a few pixels and it painted over the model label.
+        self.activity_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         for label in (self.model_label, self.activity_label):
             label.setContentsMargins(8, 0, 8, 0)
         self.statusBar().addPermanentWidget(self.activity_label)

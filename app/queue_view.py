@@ -103,6 +103,9 @@ class LanguageDelegate(QStyledItemDelegate):
         editor.setGeometry(rect)
 
 
+LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
+
+
 class QueueTable(QTableView):
     delete_pressed = Signal()
 
@@ -128,7 +131,9 @@ class QueueTable(QTableView):
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
         # Context is usually empty: narrow, so the file names get the room.
-        for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, 100), (COL_CONTEXT, 70),
+        # Language fits "Portuguese (auto)" whole: at 100 px every row read "Engli…auto)".
+        language = max(100, self.fontMetrics().horizontalAdvance(LANGUAGE_WIDEST) + 20)
+        for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),
                            (COL_STATUS, 90), (COL_PROGRESS, 150)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.setColumnWidth(col, width)

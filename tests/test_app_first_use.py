@@ -361,3 +361,37 @@ def test_models_dialog_shows_the_model_in_use_sizes_and_deletes_downloads(qtbot,
     local = ModelManagerDialog(str(tmp_path / "my-model"))
     qtbot.addWidget(local)
     assert local.in_use.text() == f"In use now: the model folder {tmp_path / 'my-model'}"
+
+
+def test_status_bar_labels_never_overlap(qtbot, client, tmp_path):
+    """The activity ("Idle") was painted over "Model: … on cpu, float32" at the right edge."""
+    w = _window(qtbot, client, tmp_path)
+    w.resize(1320, 780)
+    w._activity("Idle")
+    w._model_loaded(str(tmp_path / "qwen3-asr-tiny"), "cpu, float32")
+    for width in (1320, 900, 700):
+        w.resize(width, 780)
+        qtbot.wait(50)
+        activity, model = w.activity_label.geometry(), w.model_label.geometry()
+        assert activity.right() < model.left(), (width, activity, model)
+        assert model.width() >= w.model_label.sizeHint().width() or width < 900, (width, model)
+        shown = w.activity_label.elided_text()
+        assert shown == "Idle" or width < 900, (width, shown)
+    w._activity("Transcribing " + "a-very-long-file-name-" * 12 + ".wav")
+    qtbot.wait(50)
+    assert w.minimumSizeHint().width() < 900
+    assert w.activity_label.geometry().right() < w.model_label.geometry().left()
+
+
+def test_detected_language_is_shown_whole_in_the_queue(qtbot):
+    """At the default width every row read "Engli…auto)"."""
+    from app.queue_model import COL_LANGUAGE, QueueItem, QueueModel
+    from app.queue_view import QueueTable
+
+    model = QueueModel()
+    model.add(QueueItem(1, "talk.wav"))
+    table = QueueTable(model)
+    qtbot.addWidget(table)
+    metrics = table.fontMetrics()
+    for text in ("English (auto)", "Portuguese (auto)", "Chinese (auto)"):
+        assert table.columnWidth(COL_LANGUAGE) >= metrics.horizontalAdvance(text) + 12, text
