@@ -30,7 +30,7 @@ from app.file_collect import collect_audio_files, describe_refused, supported_ex
 from app.history_panel import HistoryPanel
 from app.notice_bar import NoticeBar
 from app.queue_controller import QueueController
-from app.queue_model import IN_FLIGHT
+from app.queue_model import EDITABLE_STATES, IN_FLIGHT
 from app.queue_view import QueuePanel
 from app.transcript_view import TranscriptView
 
@@ -143,6 +143,8 @@ class MainWindow(QMainWindow):
         self.again_action = self._action("Transcribe again",
                                          lambda: self.queue.transcribe_again(table.selected_job_ids()))
         self.remove_action = self._action("Remove", self.remove_selected)
+        self.context_action = self._action("Context…", lambda: self.queue_panel.edit_context(), None,
+                                           "Names, terms or a topic that help recognition")
         self.export_menu = QMenu("Export", self)
         self.export_actions = []
         for choice in CHOICES:
@@ -415,6 +417,8 @@ class MainWindow(QMainWindow):
             out.append(self.retry_action)
         if "done" in states:
             out.append(self.again_action)
+        if states & set(EDITABLE_STATES):
+            out.append(self.context_action)
         out.append(self.remove_action)
         if "done" in states:
             out.append(self.export_menu.menuAction())

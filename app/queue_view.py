@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QHeaderView,
+    QInputDialog,
     QLabel,
     QProgressBar,
     QPushButton,
@@ -28,6 +29,7 @@ from app.queue_model import (
     COL_NAME,
     COL_PROGRESS,
     COL_STATUS,
+    EDITABLE_STATES,
     IN_FLIGHT,
     ItemRole,
     QueueModel,
@@ -104,6 +106,7 @@ class LanguageDelegate(QStyledItemDelegate):
 
 
 LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
+PROGRESS_WIDEST = "100% · 59:59 left"   # a running file's bar text; longer waits are rare
 
 
 class QueueTable(QTableView):
@@ -130,13 +133,26 @@ class QueueTable(QTableView):
         self.setItemDelegateForColumn(COL_LANGUAGE, self._language_delegate)
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
-        # Context is usually empty: narrow, so the file names get the room.
+        metrics = self.fontMetrics()
         # Language fits "Portuguese (auto)" whole: at 100 px every row read "Engli…auto)".
-        language = max(100, self.fontMetrics().horizontalAdvance(LANGUAGE_WIDEST) + 20)
+        language = max(100, metrics.horizontalAdvance(LANGUAGE_WIDEST) + 20)
+        # Progress: the bar (inset 4 px a side) and its "45% · 1:23 left", no more. At 150 px,
+        # with an empty Context column beside it, "weekly-team-meeting-2026.wav" read "weekly…26.wav".
+        progress = metrics.horizontalAdvance(PROGRESS_WIDEST) + 20
         for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),
-                           (COL_STATUS, 90), (COL_PROGRESS, 150)):
+                           (COL_STATUS, 90), (COL_PROGRESS, progress)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.setColumnWidth(col, width)
+        # Context is usually empty: its column shows only once a row has one (set with the
+        # row menu's "Context…", or Settings' default context), so the file names get the room.
+        for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.dataChanged):
+            signal.connect(self._show_context_column_when_used)
+        self._show_context_column_when_used()
+
+    def _show_context_column_when_used(self, *args):
+        used = any(item.context for item in self.model().items)
+        if self.isColumnHidden(COL_CONTEXT) == used:
+            self.setColumnHidden(COL_CONTEXT, not used)
 
     def keyPressEvent(self, event):
         if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.state() != \
@@ -196,6 +212,25 @@ class QueuePanel(QWidget):
             signal.connect(self.refresh)
         self.table.selectionModel().selectionChanged.connect(self.refresh)
         self.refresh()
+
+    def edit_context(self) -> bool:
+        """Ask for the context of the selected files that have not started (the row menu's
+        "Context…": the Context column is hidden while no file has one)."""
+        rows = [self.model.row_of(j) for j in self.table.selected_job_ids()]
+        rows = [r for r in rows if self.model.items[r].state in EDITABLE_STATES]
+        if not rows:
+            return False
+        text, ok = self.ask_context(self.model.items[rows[0]].context)
+        if not ok:
+            return False
+        for row in rows:
+            self.model.setData(self.model.index(row, COL_CONTEXT), text.strip())
+        return True
+
+    def ask_context(self, current: str) -> tuple[str, bool]:
+        """(text, accepted?) from a one-line dialog (tests replace this)."""
+        return QInputDialog.getText(self, "Context", "Names, terms or a topic that help "
+                                    "recognition of the selected files:", text=current)
 
     def _retry_or_again(self):
         if self.retry_button.text() == "Transcribe again":

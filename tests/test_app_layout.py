@@ -1,0 +1,48 @@
+"""The main window at its default size: what a user reads in the queue and the status bar.
+
+Fast: the engine is tests/fake_engine.py; the window helpers come from test_app_first_use.
+"""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
+from test_app_first_use import _wav, _window  # noqa: E402
+
+WAIT_MS = 10_000
+
+
+def test_a_28_character_file_name_is_shown_whole_at_the_default_size(qtbot, client, tmp_path):
+    """The File column read "weekly…26.wav" beside an empty Context column and a 150 px Progress."""
+    from app.queue_model import COL_NAME
+
+    w = _window(qtbot, client, tmp_path, model=False)   # no model: the row stays put
+    assert (w.width(), w.height()) == (1180, 720)
+    name = "weekly-team-meeting-2026.wav"
+    w.add_paths([_wav(tmp_path, name)])
+    qtbot.wait(50)
+    table = w.queue_panel.table
+    # The cell draws its text inside a few pixels of margin a side.
+    assert table.columnWidth(COL_NAME) >= table.fontMetrics().horizontalAdvance(name) + 12
+
+
+def test_the_context_column_shows_once_a_file_has_a_context_set_from_the_row_menu(
+        qtbot, client, tmp_path):
+    from app.queue_model import COL_CONTEXT
+
+    w = _window(qtbot, client, tmp_path, model=False)
+    ids = w.add_paths([_wav(tmp_path, "talk.wav")])
+    table = w.queue_panel.table
+    assert table.isColumnHidden(COL_CONTEXT), "an empty Context column takes the names' room"
+    w.queue.cancel(ids)                       # only files that have not started take a context
+    qtbot.waitUntil(lambda: w.queue.model.item(ids[0]).state == "cancelled", timeout=WAIT_MS)
+    table.selectRow(0)
+    actions = {a.text(): a for a in w.queue_context_actions()}
+    w.queue_panel.ask_context = lambda current: ("Ada Lovelace, Babbage", True)
+    actions["Context…"].trigger()
+    assert w.queue.model.item(ids[0]).context == "Ada Lovelace, Babbage"
+    assert w.history.get_file(ids[0]).context == "Ada Lovelace, Babbage"
+    assert not table.isColumnHidden(COL_CONTEXT)
+    assert table.model().index(0, COL_CONTEXT).data() == "Ada Lovelace, Babbage"
