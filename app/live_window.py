@@ -16,7 +16,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import dialog_folders
 from app import settings as S
 from app.input_devices import (
     FILE_ITEM,
@@ -177,7 +177,7 @@ class LiveWindow(QWidget):
         choice = self.device_combo.currentData()
         try:
             if choice == FILE_ITEM:
-                path, _ = QFileDialog.getOpenFileName(self, "Play a file as live input")
+                path = dialog_folders.open_media_file(self, "Play a file as live input", self.settings)
                 if not path:
                     return
                 from engine.audio.recorder import FileSource
@@ -351,8 +351,8 @@ class LiveWindow(QWidget):
         return write_atomic(path, self.committed_text() + "\n")
 
     def save_text_dialog(self):
-        path, _ = QFileDialog.getSaveFileName(self, "Save the transcript", "live-captions.txt",
-                                              "Text (*.txt)")
+        path = dialog_folders.save_file(self, "Save the transcript", "live-captions.txt",
+                                        "Text (*.txt)", self.settings)
         if path:
             try:
                 self.save_text(path)
@@ -364,8 +364,8 @@ class LiveWindow(QWidget):
         if self.recording_path is None or not self.recording_path.exists():
             self.status.setText("Nothing recorded: tick “Record audio” before pressing Start.")
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Save the recording", self.recording_path.name,
-                                              "WAV audio (*.wav)")
+        path = dialog_folders.save_file(self, "Save the recording", self.recording_path.name,
+                                        "WAV audio (*.wav)", self.settings)
         if path:
             try:
                 shutil.copyfile(self.recording_path, path)

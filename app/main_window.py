@@ -8,7 +8,6 @@ from PySide6.QtCore import QRect, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
     QLabel,
     QLayout,
     QMainWindow,
@@ -23,10 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME
+from app import dialog_folders
 from app import settings as S
 from app.elided_label import ElidedLabel
 from app.export_actions import CHOICES, clipboard_text, export_many
-from app.file_collect import collect_audio_files, describe_refused, supported_extensions
+from app.file_collect import collect_audio_files, describe_refused
 from app.history_panel import HistoryPanel
 from app.notice_bar import NoticeBar
 from app.queue_controller import QueueController
@@ -247,28 +247,12 @@ class MainWindow(QMainWindow):
         if paths:
             self.add_paths(paths)
 
-    def _dialog_folder(self) -> str:
-        """Where file dialogs open: the last folder used, else the home folder."""
-        last = self.settings.raw("ui/last_folder") or ""
-        return str(last) if last and Path(str(last)).is_dir() else str(Path.home())
-
-    def _remember_folder(self, folder) -> None:
-        self.settings.set_raw("ui/last_folder", str(folder))
-
     def add_files_dialog(self):
-        patterns = " ".join(f"*{ext}" for ext in sorted(supported_extensions()))
-        paths, _ = QFileDialog.getOpenFileNames(
-            self, "Add audio or video files", self._dialog_folder(),
-            f"Audio and video files ({patterns});;All files (*)")
-        if paths:
-            self._remember_folder(Path(paths[0]).parent)
-        self.add_paths(paths)
+        self.add_paths(dialog_folders.open_media_files(self, "Add audio or video files", self.settings))
 
     def add_folder_dialog(self):
-        folder = QFileDialog.getExistingDirectory(self, "Add every audio file in a folder",
-                                                  self._dialog_folder())
+        folder = dialog_folders.choose_folder(self, "Add every audio file in a folder", self.settings)
         if folder:
-            self._remember_folder(folder)
             self.add_paths([folder])
 
     def dragEnterEvent(self, event):

@@ -13,7 +13,6 @@ from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -24,7 +23,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app import model_sizes
+from app import dialog_folders, model_sizes
 from app.model_sizes import format_size
 from modelhub import downloads as hub
 from modelhub.downloads import KNOWN_MODELS, default_model_dest, is_model_dir
@@ -284,7 +283,7 @@ class ModelManagerDialog(QDialog):
             self.refresh_list(folder)
 
     def choose_folder(self):
-        folder = QFileDialog.getExistingDirectory(self, "Choose a model folder")
+        folder = dialog_folders.choose_folder(self, "Choose a model folder")
         if folder:
             self.use_folder(folder)
 

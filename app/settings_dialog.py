@@ -7,7 +7,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import dialog_folders
 from app import settings as S
 from app.languages import fill_language_combo
 from app.settings import Settings
@@ -34,7 +34,7 @@ def _form_page() -> tuple[QWidget, QFormLayout]:
     return page, form
 
 
-def _folder_row(edit: QLineEdit, title: str, parent) -> QWidget:
+def _folder_row(edit: QLineEdit, title: str, parent, settings=None) -> QWidget:
     row = QWidget()
     row.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
     layout = QHBoxLayout(row)
@@ -43,7 +43,8 @@ def _folder_row(edit: QLineEdit, title: str, parent) -> QWidget:
     browse = QPushButton("Browse…")
 
     def choose():
-        folder = QFileDialog.getExistingDirectory(parent, title, edit.text())
+        # The field's folder, else the last one the user chose (never the working folder).
+        folder = dialog_folders.choose_folder(parent, title, settings, edit.text().strip())
         if folder:
             edit.setText(folder)
 
@@ -86,8 +87,10 @@ class SettingsDialog(QDialog):
         self.dtype_combo.addItems(S.DTYPES)
         for combo in (self.device_combo, self.dtype_combo):
             combo.setMinimumWidth(160)
-        form.addRow("Speech model:", _folder_row(self.model_edit, "Choose a model folder", self))
-        form.addRow("Word aligner:", _folder_row(self.aligner_edit, "Choose an aligner folder", self))
+        form.addRow("Speech model:",
+                    _folder_row(self.model_edit, "Choose a model folder", self, self.settings))
+        form.addRow("Word aligner:",
+                    _folder_row(self.aligner_edit, "Choose an aligner folder", self, self.settings))
         form.addRow("Device:", self.device_combo)
         form.addRow("Precision:", self.dtype_combo)
         form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU.\n"
@@ -147,7 +150,8 @@ class SettingsDialog(QDialog):
         self.export_dir_edit = QLineEdit()
         self.export_dir_edit.setPlaceholderText("Next to each audio file")
         self.template_edit = QLineEdit()
-        form.addRow("Export folder:", _folder_row(self.export_dir_edit, "Choose the export folder", self))
+        form.addRow("Export folder:",
+                    _folder_row(self.export_dir_edit, "Choose the export folder", self, self.settings))
         form.addRow("File name:", self.template_edit)
         hint = QLabel("Placeholders: {stem} (audio file name), {ext}, {date}, {lang}")
         hint.setWordWrap(True)

@@ -235,14 +235,6 @@ def test_skipped_files_stay_said_until_dismissed(window, qtbot, tmp_path):
     assert window.notice.isHidden()
 
 
-def test_file_dialogs_start_at_home_then_at_the_last_folder(window, tmp_path):
-    from pathlib import Path
-
-    assert window._dialog_folder() == str(Path.home())
-    window._remember_folder(tmp_path)
-    assert window._dialog_folder() == str(tmp_path)
-
-
 def test_language_editor_is_wide_enough_for_its_entries(qtbot):
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QStyleOptionViewItem

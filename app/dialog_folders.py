@@ -1,0 +1,72 @@
+"""The app's file dialogs: where they open, and the audio/video filter they offer.
+
+Every dialog opens in the last folder the user chose in any of them, else the home folder:
+Qt's default is the process's working directory, which for a desktop launch is "/" or the
+app's own install folder, never where the user keeps recordings.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog
+
+LAST_FOLDER = "ui/last_folder"   # a raw Settings entry: a path, or nothing yet
+
+
+def _settings(settings):
+    if settings is not None:
+        return settings
+    from app.settings import Settings
+
+    return Settings()   # QSettings objects on one file share their values within the process
+
+
+def start_folder(settings=None) -> str:
+    """The last folder used when it is still there, else the home folder."""
+    last = _settings(settings).raw(LAST_FOLDER) or ""
+    return str(last) if last and Path(str(last)).is_dir() else str(Path.home())
+
+
+def remember(path, settings=None) -> None:
+    """After a choice: a chosen folder, or the folder of a chosen (or to be written) file."""
+    if not path:
+        return
+    path = Path(str(path))
+    folder = path if path.is_dir() else path.parent
+    _settings(settings).set_raw(LAST_FOLDER, str(folder))
+
+
+def media_filter() -> str:
+    """The open dialogs' name filter: the audio and video files the engine decodes, or any."""
+    from app.file_collect import supported_extensions
+
+    patterns = " ".join(f"*{ext}" for ext in sorted(supported_extensions()))
+    return f"Audio and video files ({patterns});;All files (*)"
+
+
+def open_media_files(parent, title: str, settings=None) -> list[str]:
+    paths, _ = QFileDialog.getOpenFileNames(parent, title, start_folder(settings), media_filter())
+    if paths:
+        remember(paths[0], settings)
+    return list(paths)
+
+
+def open_media_file(parent, title: str, settings=None) -> str:
+    path, _ = QFileDialog.getOpenFileName(parent, title, start_folder(settings), media_filter())
+    remember(path, settings)
+    return path
+
+
+def save_file(parent, title: str, name: str, name_filter: str, settings=None) -> str:
+    """A save dialog suggesting ``name`` in the start folder."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(start_folder(settings)) / name),
+                                          name_filter)
+    remember(path, settings)
+    return path
+
+
+def choose_folder(parent, title: str, settings=None, current: str = "") -> str:
+    """A folder dialog opening at ``current`` (a field's folder) when given, else the start folder."""
+    folder = QFileDialog.getExistingDirectory(parent, title, current or start_folder(settings))
+    remember(folder, settings)
+    return folder
