@@ -215,7 +215,8 @@ class LiveWindow(QWidget):
         self._session_samples = 0
         self._session_saved = False
         self._render()
-        self.recorder = None
+        # Unrecorded: no file (the last session's went to History with this session's text).
+        self.recorder, self.recording_path = None, None
         if self.record_check.isChecked():
             self._start_recording()
         self.stream_id = self.client.open_stream(self.settings.get(S.LANGUAGE) or None,
