@@ -8,7 +8,6 @@ from PySide6.QtCore import QRect, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
-    QLabel,
     QLayout,
     QMainWindow,
     QMenu,
@@ -195,12 +194,14 @@ class MainWindow(QMainWindow):
             toolbar.addAction(action)
 
     def _build_status_bar(self):
-        self.model_label = QLabel("No model")
+        # A long model folder name ends in "…" (full text in the tooltip): a plain label was cut
+        # off at the window's edge with nothing to say so.
+        self.model_label = ElidedLabel("No model", mode=Qt.TextElideMode.ElideRight)
         self.activity_label = ElidedLabel("")
-        # Its own width, eliding only when squeezed: with the label's default Ignored policy
-        # the status bar gave it a few pixels and it painted over the model label.
-        self.activity_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         for label in (self.model_label, self.activity_label):
+            # Its own width, eliding only when squeezed: with the label's default Ignored policy
+            # the status bar gave it a few pixels and it painted over the model label.
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             label.setContentsMargins(8, 0, 8, 0)
         self.statusBar().addPermanentWidget(self.activity_label)
         self.statusBar().addPermanentWidget(self.model_label)

@@ -46,3 +46,21 @@ def test_the_context_column_shows_once_a_file_has_a_context_set_from_the_row_men
     assert w.history.get_file(ids[0]).context == "Ada Lovelace, Babbage"
     assert not table.isColumnHidden(COL_CONTEXT)
     assert table.model().index(0, COL_CONTEXT).data() == "Ada Lovelace, Babbage"
+
+
+def test_a_long_model_folder_name_is_shortened_with_an_ellipsis_and_never_widens_the_window(
+        qtbot, client, tmp_path):
+    """A plain label cut "Model: …" off at the right edge with no "…", and asked for its whole width."""
+    w = _window(qtbot, client, tmp_path)
+    name = ("my-finetuned-qwen3-asr-checkpoint-" * 4)[:120]
+    assert len(name) == 120
+    w._model_loaded(str(tmp_path / name), "cpu, float32")
+    assert w.minimumSizeHint().width() < 900
+    assert w.model_label.toolTip() == f"Model: {name} on cpu, float32"
+    w.resize(800, 600)
+    qtbot.wait(50)
+    assert w.width() == 800
+    shown = w.model_label.elided_text()
+    assert shown.startswith("Model: my-finetuned") and shown.endswith("…"), shown
+    assert w.activity_label.geometry().right() < w.model_label.geometry().left()
+    assert w.model_label.geometry().right() <= w.statusBar().width()

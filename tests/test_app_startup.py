@@ -148,7 +148,9 @@ def test_unwritable_data_folder_names_it_and_runs_without_history(qtbot, qapp, t
         text = notice_text(qtbot, window)
         assert str(folder) in text and "cannot be written" in text
         assert not window.history.persistent
-        assert window.findChild(type(window.model_label), "historyNotSaved").text() == "History not saved"
+        from PySide6.QtWidgets import QLabel
+
+        assert window.findChild(QLabel, "historyNotSaved").text() == "History not saved"
         window.history.add_file("/audio/in-memory.wav")
         client.shutdown()
     finally:
