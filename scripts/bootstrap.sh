@@ -19,10 +19,12 @@ say() { echo "$*" >&2; }
 
 # --- system libraries: "Debian package|how to find it" (so:NAME = a shared library, cmd:NAME = a
 # program on PATH, file:GLOB = a file). The app needs PortAudio (microphone, playback),
-# libsndfile and Qt's xcb/EGL libraries; the tests also speak with espeak-ng/sox, run a PulseAudio
-# null sink and a virtual X screen.
+# libsndfile, Qt's xcb/EGL libraries and parec/pactl (pulseaudio-utils: the "system audio" live
+# input records what the computer plays with them, on PulseAudio and PipeWire alike); the tests
+# also speak with espeak-ng/sox, run a PulseAudio null sink and a virtual X screen.
 APP_NEEDS=(
     "libportaudio2|so:libportaudio.so.2" "libsndfile1|so:libsndfile.so.1"
+    "pulseaudio-utils|cmd:parec"
     "libegl1|so:libEGL.so.1" "libgl1|so:libGL.so.1" "libfontconfig1|so:libfontconfig.so.1"
     "libdbus-1-3|so:libdbus-1.so.3" "libxkbcommon0|so:libxkbcommon.so.0"
     "libxkbcommon-x11-0|so:libxkbcommon-x11.so.0" "libxcb-cursor0|so:libxcb-cursor.so.0"
@@ -33,7 +35,7 @@ APP_NEEDS=(
 )
 TEST_NEEDS=(
     "espeak-ng|cmd:espeak-ng" "sox|cmd:sox" "libsox-fmt-all|file:/usr/lib/*/sox/libsox_fmt_mp3.so"
-    "pulseaudio|cmd:pulseaudio" "pulseaudio-utils|cmd:pactl"
+    "pulseaudio|cmd:pulseaudio"
     "libasound2-plugins|file:/usr/lib/*/alsa-lib/libasound_module_pcm_pulse.so"
     "xvfb|cmd:Xvfb" "imagemagick|cmd:import" "desktop-file-utils|cmd:desktop-file-validate"
 )

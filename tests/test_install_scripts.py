@@ -96,11 +96,15 @@ def test_a_user_without_the_system_libraries_gets_the_exact_package_list(tmp_pat
                        ("apt-get", 'echo "apt-get must not run as a user" >&2; exit 9')):
         (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QWEN3_ASR_SKIP_SYSTEM_CHECK": "0"}
+    # Only what the script runs before it stops: this machine's own parec must not be found.
+    for tool in ("bash", "dirname"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(bin_dir), "QWEN3_ASR_SKIP_SYSTEM_CHECK": "0"}
     done = _bootstrap(tmp_path, "app", env)
     assert done.returncode == 1
     assert "sudo apt-get install" in done.stderr
-    for package in ("libportaudio2", "libsndfile1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1"):
+    for package in ("libportaudio2", "libsndfile1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1",
+                    "pulseaudio-utils"):   # parec and pactl: the "system audio" live input
         assert package in done.stderr
     assert not (tmp_path / "venv").exists(), "nothing is installed before the libraries are there"
 
