@@ -33,6 +33,7 @@ from app.queue_model import (
     IN_FLIGHT,
     ItemRole,
     QueueModel,
+    STATUS_TEXT,
     format_duration,
 )
 
@@ -139,8 +140,10 @@ class QueueTable(QTableView):
         # Progress: the bar (inset 4 px a side) and its "45% · 1:23 left", no more. At 150 px,
         # with an empty Context column beside it, "weekly-team-meeting-2026.wav" read "weekly…26.wav".
         progress = metrics.horizontalAdvance(PROGRESS_WIDEST) + 20
+        # Status fits its longest word: at 90 px every running row read "Tran…bing".
+        status = max(metrics.horizontalAdvance(text) for text in STATUS_TEXT.values()) + 20
         for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),
-                           (COL_STATUS, 90), (COL_PROGRESS, progress)):
+                           (COL_STATUS, status), (COL_PROGRESS, progress)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.setColumnWidth(col, width)
         # Context is usually empty: its column shows only once a row has one (set with the

@@ -28,6 +28,34 @@ def test_a_28_character_file_name_is_shown_whole_at_the_default_size(qtbot, clie
     assert table.columnWidth(COL_NAME) >= table.fontMetrics().horizontalAdvance(name) + 12
 
 
+@pytest.mark.parametrize("point_size", [9, 11, 13])
+def test_status_and_language_words_are_shown_whole_at_any_font_size(qtbot, point_size):
+    """Fixed pixel widths cut words at larger fonts: under Xvfb every running row read "Tran…bing"."""
+    from PySide6.QtGui import QFont
+
+    from app.queue_model import COL_LANGUAGE, COL_STATUS, STATUS_TEXT, QueueItem, QueueModel
+    from app.queue_view import QueueTable
+
+    from PySide6.QtWidgets import QApplication
+
+    model = QueueModel()
+    model.add(QueueItem(1, "talk.wav"))
+    saved = QApplication.font()
+    font = QFont(saved)
+    font.setPointSize(point_size)
+    QApplication.setFont(font)          # as a user's desktop font setting would
+    try:
+        table = QueueTable(model)
+    finally:
+        QApplication.setFont(saved)
+    qtbot.addWidget(table)
+    metrics = table.fontMetrics()
+    for status in STATUS_TEXT.values():
+        assert table.columnWidth(COL_STATUS) >= metrics.horizontalAdvance(status) + 12, status
+    for language in ("English (auto)", "Portuguese (auto)"):
+        assert table.columnWidth(COL_LANGUAGE) >= metrics.horizontalAdvance(language) + 12, language
+
+
 def test_the_context_column_shows_once_a_file_has_a_context_set_from_the_row_menu(
         qtbot, client, tmp_path):
     from app.queue_model import COL_CONTEXT
