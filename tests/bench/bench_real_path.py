@@ -151,6 +151,22 @@ def count_tokens(text: str) -> int:
 OURS_LOADED = re.compile(r"^model .* on \w+, \w+")
 
 
+# Our CLI with the bug that 9a60a36 fixed put back: loading Silero VAD pinned torch to one thread
+# for the rest of the process (silero_vad's import calls torch.set_num_threads(1)).
+THREAD_BUG_CLI = r'''
+import sys, torch
+import engine.audio.silero as silero
+_load = silero._load_silero
+def _load_and_pin():
+    model = _load()
+    torch.set_num_threads(1)
+    return model
+silero._load_silero = _load_and_pin
+from cli.main import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
 def run_ours(cli, wav: Path, model: Path, precision: str, help_text: str, threads: int):
     out_dir = Path(tempfile.mkdtemp(prefix="bench_real_"))
     cmd = cli + ["transcribe", str(wav), "--model", str(model), "--device", "cpu", "--language", "en",
@@ -227,6 +243,8 @@ def main():
     parser.add_argument("--qwenasr-python", type=Path, help="python of a venv with qwen-asr==0.0.6 installed")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cli", help='our CLI command (default: "qwen3-asr", else "python -m cli")')
+    parser.add_argument("--before-thread-fix", action="store_true",
+                        help="also run our CLI with the VAD's one-thread pin put back (the bug 9a60a36 fixed)")
     args = parser.parse_args()
 
     if args.model is None:
@@ -258,6 +276,12 @@ def main():
                       "our repetition guard stopped random-weight loops early (the official package, given the "
                       "same total, then generates as many tokens as we output; we generated a few more)")
             rows.append((minutes, precision, "ours (CLI)", ours["wall"], ours["after_load"], ours["tokens"]))
+            if args.before_thread_fix:
+                bug = run_ours([sys.executable, "-c", THREAD_BUG_CLI], wav, args.model, precision, help_text,
+                               args.threads)
+                print(f"  ours, VAD pins 1 thread (before the fix): {bug['wall']:.1f} s end to end, "
+                      f"{bug['after_load']:.1f} s after load, {bug['tokens']} tokens", flush=True)
+                rows.append((minutes, precision, "ours, 1-thread bug", bug["wall"], bug["after_load"], bug["tokens"]))
             if args.qwenasr_python is None or precision == "int8":
                 continue
             off = run_official(args.qwenasr_python, wav, args.model, precision, ours["tokens"], args.threads)
@@ -278,6 +302,9 @@ def main():
     by_key = {(r[0], r[1], r[2]): r for r in rows}
     for minutes, prec, side, wall, after, _ in rows:
         off = by_key.get((minutes, prec, "official qwen-asr"))
+        if side == "ours (CLI)" and (bug := by_key.get((minutes, prec, "ours, 1-thread bug"))):
+            print(f"{minutes:g} min {prec}: the thread fix: end to end {bug[3] / wall:.2f}x, "
+                  f"after load {bug[4] / after:.2f}x")
         if side.startswith("ours") and off:
             print(f"{minutes:g} min {prec}: ours / official speed: end to end {off[3] / wall:.2f}x, "
                   f"after load {off[4] / after:.2f}x")
