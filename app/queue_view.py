@@ -135,13 +135,16 @@ class QueueTable(QTableView):
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
         metrics = self.fontMetrics()
+        # A cell's text gets its width less the style sheet's 8 px padding a side and Qt's own
+        # ~3 px text margins: without that room, "Transcribing" fit offscreen and not under X.
+        cell = 2 * 8 + 2 * 3 + 8
         # Language fits "Portuguese (auto)" whole: at 100 px every row read "Engli…auto)".
-        language = max(100, metrics.horizontalAdvance(LANGUAGE_WIDEST) + 20)
+        language = max(100, metrics.horizontalAdvance(LANGUAGE_WIDEST) + cell)
         # Progress: the bar (inset 4 px a side) and its "45% · 1:23 left", no more. At 150 px,
         # with an empty Context column beside it, "weekly-team-meeting-2026.wav" read "weekly…26.wav".
         progress = metrics.horizontalAdvance(PROGRESS_WIDEST) + 20
         # Status fits its longest word: at 90 px every running row read "Tran…bing".
-        status = max(metrics.horizontalAdvance(text) for text in STATUS_TEXT.values()) + 20
+        status = max(metrics.horizontalAdvance(text) for text in STATUS_TEXT.values()) + cell
         for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),
                            (COL_STATUS, status), (COL_PROGRESS, progress)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
