@@ -306,7 +306,7 @@ def main():
             print(f"{minutes:g} min {prec}: the thread fix: end to end {bug[3] / wall:.2f}x, "
                   f"after load {bug[4] / after:.2f}x")
         if side.startswith("ours") and off:
-            print(f"{minutes:g} min {prec}: ours / official speed: end to end {off[3] / wall:.2f}x, "
+            print(f"{minutes:g} min {prec}: {side} / official speed: end to end {off[3] / wall:.2f}x, "
                   f"after load {off[4] / after:.2f}x")
 
 
