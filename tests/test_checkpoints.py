@@ -205,3 +205,20 @@ def test_bad_options_raise_value_error(tiny_model_dir):
     eng = engine.load(tiny_model_dir)
     with pytest.raises(ValueError, match="language"):
         eng.submit(np.zeros(16000, np.float32), language="Klingon")
+
+
+def test_loading_builds_the_network_without_torch_compile_machinery(tiny_model_dir):
+    """Building the network on the meta device once imported torch._dynamo (for meta init of
+    the embedding and meta math for the position tables): ~7 s of every app start and CLI run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    code = ("import sys, engine; engine.load(sys.argv[1], device='cpu', dtype='float32'); "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True,
+                         timeout=300, check=True, env=env).stdout.split()
+    assert out[-1] == "False"

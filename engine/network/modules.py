@@ -14,10 +14,13 @@ from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
 
 
 def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
-    """Whisper-style positions: [length, channels], sin half then cos half."""
+    """Whisper-style positions: [length, channels], sin half then cos half.
+
+    Always computed on the CPU: the network is built under ``torch.device("meta")``, and meta
+    kernels for these ops import torch._dynamo on first use, which cost ~4 s of every load."""
     log_increment = math.log(max_timescale) / (channels // 2 - 1)
-    inv_timescales = torch.exp(-log_increment * torch.arange(channels // 2).float())
-    scaled = torch.arange(length)[:, None] * inv_timescales[None, :]
+    inv_timescales = torch.exp(-log_increment * torch.arange(channels // 2, device="cpu").float())
+    scaled = torch.arange(length, device="cpu")[:, None] * inv_timescales[None, :]
     return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
 
 
@@ -85,10 +88,14 @@ class DecoderLayer(nn.Module):
 class LanguageModel(nn.Module):
     def __init__(self, c: DecoderConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        # An uninitialised weight (the checkpoint fills it): Embedding's own normal_ init on the
+        # meta device goes through torch._refs, which imports torch._dynamo (~3 s of every load).
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size,
+                                         _weight=torch.empty(c.vocab_size, c.hidden_size))
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float) / c.head_dim))
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float, device="cpu")
+                                            / c.head_dim))   # on the CPU, as sinusoid_positions
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
 
