@@ -14,13 +14,10 @@ from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
 
 
 def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
-    """Whisper-style positions: [length, channels], sin half then cos half.
-
-    Always computed on the CPU: the network is built under ``torch.device("meta")``, and meta
-    kernels for these ops import torch._dynamo on first use, which cost ~4 s of every load."""
+    """Whisper-style positions: [length, channels], sin half then cos half."""
     log_increment = math.log(max_timescale) / (channels // 2 - 1)
-    inv_timescales = torch.exp(-log_increment * torch.arange(channels // 2, device="cpu").float())
-    scaled = torch.arange(length, device="cpu")[:, None] * inv_timescales[None, :]
+    inv_timescales = torch.exp(-log_increment * torch.arange(channels // 2).float())
+    scaled = torch.arange(length)[:, None] * inv_timescales[None, :]
     return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
 
 
@@ -47,7 +44,9 @@ class AudioTower(nn.Module):
         self.conv_out = nn.Linear(ch * freq, c.d_model, bias=False)
         self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.layers))
         self.ln_post = nn.LayerNorm(c.d_model)
-        self.register_buffer("positions", sinusoid_positions(c.tokens_per_chunk, c.d_model), persistent=False)
+        # Placeholder: load_network computes the table on the real device. Computing it here, under
+        # torch.device("meta"), imported torch._dynamo (~4 s of every load).
+        self.register_buffer("positions", torch.empty(c.tokens_per_chunk, c.d_model), persistent=False)
 
 
 class Projector(nn.Module):
@@ -94,8 +93,7 @@ class LanguageModel(nn.Module):
                                          _weight=torch.empty(c.vocab_size, c.hidden_size))
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float, device="cpu")
-                                            / c.head_dim))   # on the CPU, as sinusoid_positions
+        inv_freq = torch.empty(c.head_dim // 2)   # placeholder, as positions: load_network fills it
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
 
