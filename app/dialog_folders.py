@@ -65,8 +65,11 @@ def save_file(parent, title: str, name: str, name_filter: str, settings=None) ->
     return path
 
 
-def choose_folder(parent, title: str, settings=None, current: str = "") -> str:
-    """A folder dialog opening at ``current`` (a field's folder) when given, else the start folder."""
+def choose_folder(parent, title: str, settings=None, current: str = "", *, remember_parent: bool = False) -> str:
+    """A folder dialog opening at ``current`` (a field's folder) when given, else the start folder.
+
+    ``remember_parent``: for a model folder, the next dialog opens where it sits, not inside it
+    (else "Add files" would open among a model's weight files)."""
     folder = QFileDialog.getExistingDirectory(parent, title, current or start_folder(settings))
-    remember(folder, settings)
+    remember(str(Path(folder).parent) if folder and remember_parent else folder, settings)
     return folder

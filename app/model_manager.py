@@ -283,7 +283,7 @@ class ModelManagerDialog(QDialog):
             self.refresh_list(folder)
 
     def choose_folder(self):
-        folder = dialog_folders.choose_folder(self, "Choose a model folder")
+        folder = dialog_folders.choose_folder(self, "Choose a model folder", remember_parent=True)
         if folder:
             self.use_folder(folder)
 

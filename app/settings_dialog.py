@@ -34,7 +34,7 @@ def _form_page() -> tuple[QWidget, QFormLayout]:
     return page, form
 
 
-def _folder_row(edit: QLineEdit, title: str, parent, settings=None) -> QWidget:
+def _folder_row(edit: QLineEdit, title: str, parent, settings=None, *, model: bool = False) -> QWidget:
     row = QWidget()
     row.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
     layout = QHBoxLayout(row)
@@ -44,7 +44,7 @@ def _folder_row(edit: QLineEdit, title: str, parent, settings=None) -> QWidget:
 
     def choose():
         # The field's folder, else the last one the user chose (never the working folder).
-        folder = dialog_folders.choose_folder(parent, title, settings, edit.text().strip())
+        folder = dialog_folders.choose_folder(parent, title, settings, edit.text().strip(), remember_parent=model)
         if folder:
             edit.setText(folder)
 
@@ -88,9 +88,9 @@ class SettingsDialog(QDialog):
         for combo in (self.device_combo, self.dtype_combo):
             combo.setMinimumWidth(160)
         form.addRow("Speech model:",
-                    _folder_row(self.model_edit, "Choose a model folder", self, self.settings))
+                    _folder_row(self.model_edit, "Choose a model folder", self, self.settings, model=True))
         form.addRow("Word aligner:",
-                    _folder_row(self.aligner_edit, "Choose an aligner folder", self, self.settings))
+                    _folder_row(self.aligner_edit, "Choose an aligner folder", self, self.settings, model=True))
         form.addRow("Device:", self.device_combo)
         form.addRow("Precision:", self.dtype_combo)
         form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU.\n"

@@ -36,7 +36,9 @@ class FakeDialogs:
             self.calls.append((name, caption, directory, filter))
             if name == "getExistingDirectory":
                 return self.answer
-            return ([self.answer], "") if name == "getOpenFileNames" else (self.answer, "")
+            if name == "getOpenFileNames":      # Qt returns no list entries when cancelled
+                return ([self.answer] if self.answer else [], "")
+            return (self.answer, "")
         return fake
 
     def folder(self) -> str:
@@ -114,7 +116,7 @@ def test_choose_a_model_folder_opens_at_home_then_the_last_folder(qtbot, dialogs
     dialog.choose_folder()
     assert dialogs.calls[-1][1] == "Choose a model folder" and dialogs.folder() == HOME
     dialog.choose_folder()
-    assert dialogs.folder() == str(tmp_path / "models")
+    assert dialogs.folder() == str(tmp_path), "where the model folder sits, not inside it"
 
 
 def test_main_window_add_dialogs_open_at_home_then_the_last_folder(qtbot, client, dialogs,
@@ -150,7 +152,22 @@ def test_settings_folder_fields_open_at_home_then_the_last_folder_when_empty(
     assert dialog.model_edit.text() == dialogs.answer
     dialogs.answer = ""   # the user cancels: nothing changes
     aligner_browse.click()
-    assert dialogs.folder() == str(tmp_path / "models")
+    assert dialogs.folder() == str(tmp_path), "where the model folder sits, not inside it"
     dialog.export_dir_edit.setText(str(tmp_path))
     export_browse.click()
     assert dialogs.folder() == str(tmp_path), "a filled field opens where it points"
+
+
+def test_choosing_a_model_folder_remembers_where_it_sits_not_the_folder_itself(qtbot, tmp_path, monkeypatch):
+    """Else the next "Add files" opened among the model's weight files."""
+    from app import dialog_folders
+    from app.settings import Settings
+
+    models = tmp_path / "models"
+    (models / "qwen3-asr").mkdir(parents=True)
+    settings = Settings()
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
+                        staticmethod(lambda *a, **k: str(models / "qwen3-asr")))
+    assert dialog_folders.choose_folder(None, "Choose a model folder", settings, remember_parent=True) \
+        == str(models / "qwen3-asr")
+    assert dialog_folders.start_folder(settings) == str(models)
