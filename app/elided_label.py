@@ -21,9 +21,18 @@ class ElidedLabel(QLabel):
     def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
         self._full = text or ""
         super().setText(self._full)
-        self.setToolTip(self._full if len(self._full) > 40 else "")
+        self._update_tooltip()
         self.updateGeometry()
         self.update()
+
+    def _update_tooltip(self) -> None:
+        # The full text whenever the label cannot show it all (and for long texts anyway).
+        cut = self.isVisible() and self.elided_text() != self._full
+        self.setToolTip(self._full if cut or len(self._full) > 40 else "")
+
+    def resizeEvent(self, event):  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._update_tooltip()
 
     def full_text(self) -> str:
         return self._full

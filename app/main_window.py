@@ -89,7 +89,7 @@ class MainWindow(QMainWindow):
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.tabs)
         self.splitter.addWidget(self.transcript_view)
-        self.splitter.setSizes([660, 520])   # the queue: room for names beside five columns
+        self.splitter.setSizes([672, 508])   # the queue: room for names beside five columns
         central = QWidget()
         margins = QVBoxLayout(central)  # breathing room: panels do not touch the window edges
         margins.setContentsMargins(6, 6, 6, 0)

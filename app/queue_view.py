@@ -108,6 +108,8 @@ class LanguageDelegate(QStyledItemDelegate):
 
 LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
 PROGRESS_WIDEST = "100% · 59:59 left"   # a running file's bar text; longer waits are rare
+# Every text the bar shows often: a queued file's wait texts as well as progress.
+PROGRESS_TEXTS = (PROGRESS_WIDEST, "Loading the model…", "Starting…")
 
 
 class QueueTable(QTableView):
@@ -136,13 +138,13 @@ class QueueTable(QTableView):
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
         metrics = self.fontMetrics()
         # A cell's text gets its width less the style sheet's 8 px padding a side and Qt's own
-        # ~3 px text margins: without that room, "Transcribing" fit offscreen and not under X.
+        # ~3 px text margins, plus 8 px to spare for hinting: "Transcribing" fit offscreen, not under X.
         cell = 2 * 8 + 2 * 3 + 8
         # Language fits "Portuguese (auto)" whole: at 100 px every row read "Engli…auto)".
         language = max(100, metrics.horizontalAdvance(LANGUAGE_WIDEST) + cell)
         # Progress: the bar (inset 4 px a side) and its "45% · 1:23 left", no more. At 150 px,
         # with an empty Context column beside it, "weekly-team-meeting-2026.wav" read "weekly…26.wav".
-        progress = metrics.horizontalAdvance(PROGRESS_WIDEST) + 20
+        progress = max(metrics.horizontalAdvance(text) for text in PROGRESS_TEXTS) + 20
         # Status fits its longest word: at 90 px every running row read "Tran…bing".
         status = max(metrics.horizontalAdvance(text) for text in STATUS_TEXT.values()) + cell
         for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),

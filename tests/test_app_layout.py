@@ -93,3 +93,16 @@ def test_a_long_model_folder_name_is_shortened_with_an_ellipsis_and_never_widens
     assert shown.startswith("Model: my-finetuned") and shown.endswith("…"), shown
     assert w.activity_label.geometry().right() < w.model_label.geometry().left()
     assert w.model_label.geometry().right() <= w.statusBar().width()
+
+
+def test_a_cut_short_label_gets_its_full_text_as_a_tooltip(qtbot):
+    from app.elided_label import ElidedLabel
+
+    label = ElidedLabel("Model: tiny on cpu, float32")     # under 40 characters
+    qtbot.addWidget(label)
+    label.show()
+    label.resize(400, 20)
+    assert label.elided_text() == label.full_text() and label.toolTip() == ""
+    label.resize(60, 20)
+    assert label.elided_text() != label.full_text()
+    assert label.toolTip() == "Model: tiny on cpu, float32"
