@@ -24,3 +24,34 @@ def client(qtbot):
     c = EngineClient(fake_engine.load)
     yield c
     c.shutdown()
+
+
+def open_main_window(qtbot, client, tmp_path, **settings_values):
+    """The main window with tmp_path as its model (the fake engine takes any folder), shown and
+    started, once the model is loaded. ``settings_values``: Settings keys by their name in
+    app.settings (e.g. MAX_CHUNK_SECONDS=4), set before the window reads them."""
+    from app import settings as S
+    from app.history import History
+    from app.main_window import MainWindow
+    from app.settings import Settings
+
+    settings = Settings()
+    settings.set(S.MODEL, str(tmp_path))
+    for name, value in settings_values.items():
+        settings.set(getattr(S, name), value)
+    w = MainWindow(client, History(tmp_path / "h.db"), settings)
+    qtbot.addWidget(w)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
+    return w
+
+
+def silent_wav(folder, name):
+    """Half a second of silence as a 16 kHz WAV: enough for the fake engine."""
+    import numpy as np
+    import soundfile as sf
+
+    path = folder / name
+    sf.write(str(path), np.zeros(8000, np.float32), 16000)
+    return path

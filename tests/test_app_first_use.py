@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QPlainTextEdit  # noqa: E402
 from app import settings as S  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from engine.text.types import Segment, Transcript  # noqa: E402
-from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
+from app_fixtures import client, data_dir, silent_wav  # noqa: E402,F401  (fixtures, found by name)
 
 WAIT_MS = 10_000
 
@@ -42,13 +42,7 @@ def window(qtbot, client, tmp_path):
     return _window(qtbot, client, tmp_path)
 
 
-def _wav(folder, name):
-    import numpy as np
-    import soundfile as sf
-
-    path = folder / name
-    sf.write(str(path), np.zeros(8000, np.float32), 16000)
-    return path
+_wav = silent_wav   # other app tests import it under this name
 
 
 def _finish(window, qtbot, paths):

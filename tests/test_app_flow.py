@@ -27,16 +27,10 @@ from PySide6.QtGui import QDropEvent  # noqa: E402
 from app import settings as S  # noqa: E402
 from app.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from app_fixtures import data_dir  # noqa: E402,F401  (autouse fixture, found by name)
 
 REPO = Path(__file__).resolve().parent.parent
 WAIT_MS = 60_000
-
-
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "data"
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(folder))
-    return folder
 
 
 @pytest.fixture

@@ -14,24 +14,14 @@ from app.queue_model import QueueItem, QueueModel  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.transcript_model import TranscriptModel, word_spans  # noqa: E402
 from engine.text.types import Segment, Transcript, Word  # noqa: E402
-from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
+from app_fixtures import client, data_dir, open_main_window  # noqa: E402,F401  (fixtures, found by name)
 
 
 
 
 @pytest.fixture
 def window(qtbot, client, tmp_path):
-    from app.history import History
-    from app.main_window import MainWindow
-
-    settings = Settings()
-    settings.set(S.MODEL, str(tmp_path))
-    w = MainWindow(client, History(tmp_path / "h.db"), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
-    return w
+    return open_main_window(qtbot, client, tmp_path)
 
 
 def _wavs(tmp_path, *names):

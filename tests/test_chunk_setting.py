@@ -8,33 +8,16 @@ pytest.importorskip("pytestqt")
 
 from app import settings as S  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found by name)
+from app_fixtures import client, data_dir, open_main_window, silent_wav  # noqa: E402,F401  (fixtures, found by name)
 
 
 
 
 def _window(qtbot, client, tmp_path, chunk_seconds: int):
-    from app.history import History
-    from app.main_window import MainWindow
-
-    settings = Settings()
-    settings.set(S.MODEL, str(tmp_path))
-    settings.set(S.MAX_CHUNK_SECONDS, chunk_seconds)
-    w = MainWindow(client, History(tmp_path / "h.db"), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
-    return w
+    return open_main_window(qtbot, client, tmp_path, MAX_CHUNK_SECONDS=chunk_seconds)
 
 
-def _wav(tmp_path, name):
-    import numpy as np
-    import soundfile as sf
-
-    path = tmp_path / name
-    sf.write(str(path), np.zeros(8000, np.float32), 16000)
-    return path
+_wav = silent_wav
 
 
 def _submitted_chunk_seconds(window, qtbot, client, path):
