@@ -30,7 +30,7 @@ from app.history_panel import HistoryPanel
 from app.notice_bar import NoticeBar
 from app.queue_controller import QueueController
 from app.queue_model import EDITABLE_STATES, IN_FLIGHT
-from app.queue_view import QueuePanel
+from app.queue_view import LOADING_MODEL_TEXT, QueuePanel
 from app.transcript_view import TranscriptView
 
 log = logging.getLogger(__name__)
@@ -431,7 +431,7 @@ class MainWindow(QMainWindow):
     def _model_loading(self, model_dir: str):
         self._model_loading_now = True
         self.model_label.setText(f"Loading {Path(model_dir).name}…")
-        self._set_wait_text("Loading the model…")
+        self._set_wait_text(LOADING_MODEL_TEXT)
 
     def _activity(self, text: str):
         # The model label already says "Loading …": the same words twice read as two loads.

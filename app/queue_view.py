@@ -78,7 +78,7 @@ def progress_text(item, wait_text: str = "") -> str:
     """The progress cell's text: only files being transcribed have one. ``wait_text`` says why
     nothing starts ("Waiting for a model …") while there is no model."""
     if item.state == "queued":
-        return wait_text or "Starting…"
+        return wait_text or STARTING_TEXT
     if item.state != "running":
         return ""
     percent = f"{item.progress * 100:.0f}%"
@@ -106,10 +106,12 @@ class LanguageDelegate(QStyledItemDelegate):
         editor.setGeometry(rect)
 
 
+STARTING_TEXT = "Starting…"                 # a queued file's bar until its first progress
+LOADING_MODEL_TEXT = "Loading the model…"   # the bar's wait text while the model loads
 LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
 PROGRESS_WIDEST = "100% · 59:59 left"   # a running file's bar text; longer waits are rare
 # Every text the bar shows often: a queued file's wait texts as well as progress.
-PROGRESS_TEXTS = (PROGRESS_WIDEST, "Loading the model…", "Starting…")
+PROGRESS_TEXTS = (PROGRESS_WIDEST, LOADING_MODEL_TEXT, STARTING_TEXT)
 
 
 class QueueTable(QTableView):
