@@ -16,8 +16,8 @@ a peer whose path is not given is skipped with a message.
 - CrispASR (ggml): the ``crispasr`` Python package's ``Session(gguf, n_threads)`` in the venv
   given by ``--crispasr-python``, on every ``*f16*.gguf``, ``*q8_0*.gguf``, ``*q4_0*.gguf`` in
   ``--crispasr-gguf-dir`` (converted from ``--model``), ``set_max_new_tokens(N)``,
-  ``transcribe(pcm, language="en")``, tokens counted by its token callback as they are
-  generated (its returned text has loops removed); one clip at a time (it has no batching). Run as a
+  ``transcribe(pcm, language="en")``, tokens counted by its token callback, which sees every
+  generated token before its loop removal (the returned text has loops removed); one clip at a time (it has no batching). Run as a
   subprocess that prints its timings as JSON; load time printed apart.
 - ours: ``engine.load(model, device="cpu", dtype=...)`` for float32 and bfloat16, and int8
   with ``quantize="int8"`` where the engine has it. Batched: the whole queue submitted, then
@@ -205,7 +205,8 @@ for label, path in cfg["ggufs"].items():
     s = crispasr.Session(path, n_threads=cfg["threads"])
     load = time.perf_counter() - t
 
-    # Count tokens as they are generated: the returned segments are after CrispASR's
+    # Count tokens with the token callback, which sees every generated token before loop removal
+    # (for qwen3 it runs after the whole decode): the returned segments are after CrispASR's
     # fix_loops, which drops repeated n-grams (a random model repeats), so they undercount.
     generated = []
     s.set_token_callback(lambda piece, index: generated.append(index))
