@@ -93,7 +93,7 @@ def test_a_changed_context_is_not_reused(eng, speech):
 
 
 def test_every_update_equals_an_offline_pass(eng, speech):
-    """Updates of one long utterance (prefix and draft reused; the encoder runs fresh) and its final."""
+    """Updates of one long utterance (encoder windows, prefix and draft reused) and its final."""
     audio = np.concatenate([np.zeros(SR // 2, np.float32), speech, np.zeros(SR, np.float32)])
     stream = eng.open_stream(context=CONTEXT, update_interval=0.75, recent_context_chars=0, max_new_tokens=12)
     requests = []
@@ -112,6 +112,7 @@ def test_every_update_equals_an_offline_pass(eng, speech):
         offline = eng.generate([audio[start:end]], context=CONTEXT, max_new_tokens=12)[0]
         assert req.token_ids == offline, (kind, start / SR, end / SR)
     assert stream._reuse.prefix_reused > 0
+    assert stream._reuse.encoder.windows_reused > 0 and stream._reuse.encoder.chunks_reused > 0
     assert sum(r.draft_accepted for _, r, _ in done) > 0
 
 

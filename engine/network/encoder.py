@@ -19,6 +19,20 @@ from engine.network.modules import Qwen3ASRNetwork
 # On CUDA larger batches mean fewer launches; 64 bounds the activations' memory.
 CONV_BATCH_CHUNKS = {"cpu": 4, "cuda": 64}
 
+# Every encoder GEMM gets at least this many rows (zero rows appended). BLAS libraries take other
+# kernels for a few rows, which round differently (this CPU's MKL: fewer than 12 rows, not a multiple
+# of 4): padded, a row comes out the same whether its window is encoded alone (a live stream's open
+# window, EncoderReuse) or among many (a whole clip). rows_round_alike() checks the rest.
+MIN_GEMM_ROWS = 32
+
+
+def padded_linear(linear, x: torch.Tensor) -> torch.Tensor:
+    """linear(x) for x: [rows, in], computed over at least MIN_GEMM_ROWS rows."""
+    rows = x.shape[0]
+    if rows >= MIN_GEMM_ROWS:
+        return linear(x)
+    return linear(F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows)))[:rows]
+
 
 def _chunk_features(features: list[torch.Tensor], chunk: int):
     """Stack all clips' chunks: [chunks, 1, mels, chunk] and the valid frames of each chunk."""
@@ -52,7 +66,7 @@ def _conv_batches(tower, chunks: torch.Tensor) -> torch.Tensor:
         x = F.gelu(tower.conv2d2(x))
         x = F.gelu(tower.conv2d3(x))                         # x: [n, ch, freq, t]
         n, ch, freq, t = x.shape
-        x = tower.conv_out(x.permute(0, 3, 1, 2).reshape(n, t, ch * freq))
+        x = padded_linear(tower.conv_out, x.permute(0, 3, 1, 2).reshape(n * t, ch * freq)).view(n, t, -1)
         outs.append(x + tower.positions[:t].to(x.dtype))
     return torch.cat(outs)
 
@@ -74,16 +88,16 @@ def _windowed_attention(layer, x: torch.Tensor, groups, heads: int) -> torch.Ten
     attn = layer.self_attn
     tokens, d = x.shape
     hd = d // heads
-    q = attn.q_proj(x).view(tokens, heads, hd)
-    k = attn.k_proj(x).view(tokens, heads, hd)
-    v = attn.v_proj(x).view(tokens, heads, hd)
+    q = padded_linear(attn.q_proj, x).view(tokens, heads, hd)
+    k = padded_linear(attn.k_proj, x).view(tokens, heads, hd)
+    v = padded_linear(attn.v_proj, x).view(tokens, heads, hd)
     out = torch.empty_like(q)
     for length, starts in groups.items():
         idx = (torch.tensor(starts, device=x.device)[:, None] + torch.arange(length, device=x.device)).reshape(-1)
         qg, kg, vg = (t.index_select(0, idx).view(len(starts), length, heads, hd).transpose(1, 2) for t in (q, k, v))
         og = F.scaled_dot_product_attention(qg, kg, vg)     # og: [windows, heads, length, hd]
         out.index_copy_(0, idx, og.transpose(1, 2).reshape(-1, heads, hd))
-    return attn.out_proj(out.view(tokens, d))
+    return padded_linear(attn.out_proj, out.view(tokens, d))
 
 
 @torch.no_grad()
@@ -98,85 +112,17 @@ def encode_audio(net: Qwen3ASRNetwork, features: list[torch.Tensor]) -> list[tor
         [conv_output_length(v) for v in valid], device=conv.device)[:, None]
     x = conv[keep]                                           # x: [tokens, d], packed clip after clip
     counts = [audio_token_count(f.shape[1], cfg) for f in features]
+    return list(torch.split(encoder_layers(net, x, counts), counts))
+
+
+def encoder_layers(net: Qwen3ASRNetwork, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    """Encoder layers, final norm and projector over packed clips (or windows) of ``counts`` tokens.
+    x: [tokens, d_model] -> [tokens, output_dim]; windows restart at each count's start."""
+    cfg, tower = net.config.encoder, net.audio_tower
     groups = _window_groups(counts, cfg.window_tokens)
     for layer in tower.layers:
         x = x + _windowed_attention(layer, layer.self_attn_layer_norm(x), groups, cfg.heads)
-        x = x + layer.fc2(F.gelu(layer.fc1(layer.final_layer_norm(x))))
+        h = padded_linear(layer.fc1, layer.final_layer_norm(x))
+        x = x + padded_linear(layer.fc2, F.gelu(h))
     x = tower.ln_post(x)
-    x = net.projector.linear_2(F.gelu(net.projector.linear_1(x)))
-    return list(torch.split(x, counts))
-
-
-class EncoderReuse:
-    """Encoder outputs of one growing clip (a live stream's open utterance), kept per chunk and window.
-
-    Conv chunks (``chunk_frames`` mel frames each) are convolved independently, and the encoder
-    layers attend only inside windows of ``window_tokens``: a full chunk whose mel frames are
-    unchanged since the last call keeps its conv output, and a complete window whose chunks are
-    all unchanged keeps its final output. The rest is computed exactly as ``encode_audio`` does.
-    (Frames are compared, not assumed: log-mel features are clamped relative to the clip's
-    loudest frame, so a louder sound later changes every earlier frame, and then nothing is kept.)
-    """
-
-    def __init__(self, net: Qwen3ASRNetwork):
-        self.net = net
-        self._frames: list[torch.Tensor] = []    # per full chunk: its mel frames [mels, chunk_frames]
-        self._conv: list[torch.Tensor] = []      # per full chunk: conv output [tokens_per_chunk, d]
-        self._windows: list[torch.Tensor] = []   # per complete window: output [window_tokens, output_dim]
-        self.chunks_reused = self.chunks_computed = self.windows_reused = self.windows_computed = 0
-
-    def clear(self) -> None:
-        self._frames, self._conv, self._windows = [], [], []
-
-    @torch.no_grad()
-    def encode(self, features: torch.Tensor) -> torch.Tensor:
-        """Audio embeddings [audio_tokens, output_dim] of ``features`` [mels, frames], as encode_audio gives."""
-        cfg, tower = self.net.config.encoder, self.net.audio_tower
-        feat = features.to(tower.conv2d1.weight.dtype)
-        size, frames = cfg.chunk_frames, feat.shape[1]
-        n_full, tail = divmod(frames, size)
-        pieces = [feat[:, i * size:(i + 1) * size] for i in range(n_full)]
-        same = [i < len(self._frames) and torch.equal(self._frames[i], p) for i, p in enumerate(pieces)]
-        conv = self._convolve(pieces, same, feat[:, n_full * size:] if tail else None)
-        per_window = cfg.window_tokens // cfg.tokens_per_chunk
-        n_windows = -(-len(conv) // per_window)
-        keep = [w < len(self._windows) and (w + 1) * per_window <= n_full and all(same[w * per_window:(w + 1) * per_window])
-                for w in range(n_windows)]
-        todo = [w for w in range(n_windows) if not keep[w]]
-        fresh = iter(self._encode_windows([torch.cat(conv[w * per_window:(w + 1) * per_window]) for w in todo]))
-        outputs = [self._windows[w] if keep[w] else next(fresh) for w in range(n_windows)]
-        self.windows_reused += sum(keep)
-        self.windows_computed += len(todo)
-        self._frames = [p.clone() for p in pieces]
-        self._conv = conv[:n_full]
-        self._windows = [outputs[w] for w in range(n_windows) if (w + 1) * per_window <= n_full]
-        return torch.cat(outputs) if outputs else conv[0].new_zeros(0, self.net.config.encoder.output_dim)
-
-    def _convolve(self, pieces, same, tail) -> list[torch.Tensor]:
-        """Conv outputs per chunk: kept ones for unchanged full chunks, the rest computed in one batch."""
-        cfg, tower = self.net.config.encoder, self.net.audio_tower
-        todo = [p for p, s in zip(pieces, same) if not s]
-        if tail is not None:
-            todo.append(F.pad(tail, (0, cfg.chunk_frames - tail.shape[1])))
-        computed = iter(_conv_stack(tower, torch.stack(todo).unsqueeze(1)) if todo else ())
-        conv = [self._conv[i] if s else next(computed) for i, s in enumerate(same)]
-        if tail is not None:
-            conv.append(next(computed)[:conv_output_length(tail.shape[1])])
-        self.chunks_reused += sum(same)
-        self.chunks_computed += len(todo)
-        return conv
-
-    def _encode_windows(self, windows: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Encoder layers, final norm and projector over whole windows, as one packed batch."""
-        if not windows:
-            return []
-        cfg, tower = self.net.config.encoder, self.net.audio_tower
-        counts = [w.shape[0] for w in windows]
-        groups = _window_groups(counts, cfg.window_tokens)
-        x = torch.cat(windows)
-        for layer in tower.layers:
-            x = x + _windowed_attention(layer, layer.self_attn_layer_norm(x), groups, cfg.heads)
-            x = x + layer.fc2(F.gelu(layer.fc1(layer.final_layer_norm(x))))
-        x = tower.ln_post(x)
-        x = self.net.projector.linear_2(F.gelu(self.net.projector.linear_1(x)))
-        return list(torch.split(x, counts))
+    return padded_linear(net.projector.linear_2, F.gelu(padded_linear(net.projector.linear_1, x)))

@@ -3,8 +3,8 @@
 Every update re-transcribes the open utterance, which has only grown by an update interval
 since the previous pass. Three things carry over, each exact by construction:
 
-- (not at present) encoder outputs of unchanged conv chunks and attention windows
-  (``EncoderReuse``, off: see ``REUSE_ENCODER``);
+- encoder outputs of unchanged conv chunks and complete attention windows (``EncoderReuse``,
+  bit-identical with a fresh encode where ``rows_round_alike`` holds; fresh encodes elsewhere);
 - the cache blocks of the prompt prefix whose inputs are unchanged (the system turn, the
   context, and the leading audio embeddings that are bit-identical): the next pass's prefill
   starts after them;
@@ -19,16 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.network.encoder import EncoderReuse, encode_audio
+from engine.network.encoder_reuse import EncoderReuse
 from engine.serving.request import Request
-
-
-# Off: EncoderReuse is not bit-identical with a fresh encode. It runs the encoder layers over only
-# the recomputed windows' rows, and CPU GEMMs (oneDNN/MKL) round a row differently depending on how
-# many rows the call has (e.g. 11 rows vs the 219 of the whole clip), so the open window's embeddings
-# differ in the last bits (tests/test_encoder_reuse.py, xfail) and greedy tokens could drift from an
-# offline pass. Every pass encodes its audio fresh; the prompt-prefix blocks and the draft still carry over.
-REUSE_ENCODER = False
 
 
 class UtteranceReuse:
@@ -51,14 +43,11 @@ class UtteranceReuse:
         return len(self._blocks)
 
     def prepare(self, request: Request, *, keep: bool) -> None:
-        """Before ``request`` (a pass of the open utterance) is queued: encode its audio (fresh unless
-        REUSE_ENCODER), lend it the held prefix's blocks, give it the last tokens as its draft.
+        """Before ``request`` (a pass of the open utterance) is queued: encode its audio (reusing the
+        last pass's unchanged windows), lend it the held prefix's blocks, give it the last tokens as its draft.
         ``keep``: hold its prompt's blocks once it finishes, for the next pass (updates, not finals)."""
         if request.features is not None:
-            if REUSE_ENCODER:
-                embeds = self.encoder.encode(request.features)
-            else:
-                embeds = encode_audio(self.engine.net, [request.features.to(self.engine.torch_device)])[0]
+            embeds = self.encoder.encode(request.features)
             if embeds.shape[0] != request.num_audio_tokens:
                 raise RuntimeError(f"encoder gave {embeds.shape[0]} tokens, prompt has {request.num_audio_tokens}")
             request.audio_embeds, request.features = embeds.to(self.engine.torch_device), None
