@@ -24,7 +24,7 @@ except Exception:  # no triton on this platform: only the reference is usable
     triton = None
     tl = None
 
-__all__ = ["qk_norm_rope", "qk_norm_rope_reference", "qk_norm_rope_triton"]
+__all__ = ["qk_norm_rope", "qk_norm_rope_reference", "qk_norm_rope_triton", "qk_norm_rope_cpu", "signed_sin"]
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # One token's heads form one register tile; Qwen3 (<= 64 heads x 128) stays well below.
@@ -110,6 +110,38 @@ def qk_norm_rope_reference(q, k, v, q_norm_weight, k_norm_weight, eps, cos, sin,
     k_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, k_rot.to(k_cache.dtype))
     v_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, v.to(v_cache.dtype))
     return q_out.contiguous()
+
+
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin [tokens, head_dim] with rotate_half's sign folded in: rotate_half(x) * sin equals
+    roll(x) * signed_sin(sin) bit for bit ((-a) * b and a * (-b) round alike)."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+
+
+def qk_norm_rope_cpu(qk, qk_norm_weight, eps, cos, sin_signed, n_heads, v, k_cache, v_cache, slots, valid=None):
+    """The reference's math, bit for bit, in half the torch calls: for CPU decode steps, where a
+    layer's dozen small ops cost more than their arithmetic.
+
+    qk: [tokens, n_heads + n_kv_heads, head_dim], the adjacent q and k parts of one qkv output,
+    normed and rotated together; qk_norm_weight: [n_heads + n_kv_heads, head_dim] (q_norm's weight
+    on the q heads, k_norm's on the k heads); cos, sin_signed: [tokens, head_dim] (``signed_sin``);
+    slots: [valid tokens] int64 cache slots; valid: None, or the [tokens] mask of the non-padding
+    tokens whose k and v are written (as the reference skips slot -1).
+    Inputs are trusted (checked once per step by the caller with ``_check``). Returns q_out."""
+    h = qk.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    n = qk_norm_weight * h.to(qk.dtype)
+    half = n.shape[-1] // 2
+    rolled = torch.cat((n[..., half:], n[..., :half]), dim=-1)
+    out = n * cos[:, None, :] + rolled * sin_signed[:, None, :]
+    n_kv, head_dim = v.shape[1:]
+    k_rot = out[:, n_heads:]
+    if valid is not None:
+        k_rot, v = k_rot[valid], v[valid]
+    k_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, k_rot.to(k_cache.dtype))
+    v_cache.view(-1, n_kv, head_dim).index_copy_(0, slots, v.to(v_cache.dtype))
+    return out[:, :n_heads].contiguous()
 
 
 if triton is not None:

@@ -258,6 +258,25 @@ def test_qk_norm_rope_separate_tensors(dtype):
     assert torch.equal(args[8], ref_args[8])
 
 
+@pytest.mark.parametrize("tokens, pad_every", [(1, 0), (7, 0), (33, 3)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_qk_norm_rope_cpu_is_the_reference_bit_for_bit(tokens, pad_every, dtype):
+    """The CPU decoder's path (q and k normed and rotated as one tensor, sin's sign folded in)
+    gives exactly the reference's q_out and cache contents, padding rows included."""
+    heads, kv_heads, head_dim = 16, 8, 128
+    args, _ = qk_inputs(tokens, heads, kv_heads, head_dim, dtype, seed=tokens, num_blocks=20, pad_every=pad_every)
+    ref_args = clone_caches(args)
+    ref_q = call(qkr.qk_norm_rope_reference, ref_args)
+    q, k, v, qw, kw, cos, sin, k_cache, v_cache, slots = args
+    qk = torch.cat((q, k), dim=1)                     # the engine's adjacent q and k heads
+    weight = torch.cat((qw.expand(heads, -1), kw.expand(kv_heads, -1)))
+    valid = None if pad_every == 0 else slots >= 0
+    q_out = qkr.qk_norm_rope_cpu(qk, weight, EPS, cos, qkr.signed_sin(sin), heads, v, k_cache, v_cache,
+                                 slots if valid is None else slots[valid], valid)
+    assert torch.equal(q_out, ref_q)
+    assert torch.equal(k_cache, ref_args[7]) and torch.equal(v_cache, ref_args[8])
+
+
 @pytest.mark.parametrize("fn", ["triton", "reference"])
 def test_qk_norm_rope_padding_writes_nothing(fn):
     args, (k_before, v_before) = qk_inputs(6, 4, 2, 32, torch.bfloat16)
