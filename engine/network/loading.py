@@ -7,6 +7,7 @@ import torch
 
 from engine.errors import CheckpointError
 from engine.network.config import ModelConfig, load_config
+from engine.network.cpu_bf16 import cpu_has_native_bf16
 from engine.network.modules import LanguageModel, Qwen3ASRNetwork, sinusoid_positions
 from engine.network.headers import read_checkpoint
 from engine.network.weights import check_layers, load_weights
@@ -19,21 +20,6 @@ def resolve_device(device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but this torch build or machine has no CUDA GPU")
     return device
-
-
-def cpu_has_native_bf16() -> bool:
-    """True where the CPU computes bfloat16 in hardware (AVX512-BF16 or AMX): there bfloat16
-    runs 2.5-3x faster than float32; elsewhere it is emulated and slower."""
-    cpu = getattr(torch, "cpu", None)
-    for check in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
-        fn = getattr(cpu, check, None)
-        if fn is not None:
-            try:
-                if fn():
-                    return True
-            except RuntimeError:
-                pass
-    return False
 
 
 def cpu_description() -> str:

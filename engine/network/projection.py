@@ -12,6 +12,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from engine.network import cpu_bf16
+
 
 @functools.lru_cache(maxsize=1)
 def _packing_works() -> bool:
@@ -45,7 +47,7 @@ class Projection:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
         if self.packed is not None:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return F.linear(x, self.weight)
+        return cpu_bf16.linear(x, self.weight)   # F.linear, but emulated-bf16 GEMMs of many rows in float32
 
 
 QUANTIZE_MODES = ("int8",)
