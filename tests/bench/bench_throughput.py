@@ -172,7 +172,7 @@ def main():
     durations = (DURATIONS * 4)[:args.clips]
     clips, new_tokens = workload(durations)
     audio_seconds = sum(durations)
-    from engine.network.loading import cpu_description, resolve_dtype
+    from engine.network.loading import cpu_description, cpu_has_native_bf16, resolve_dtype
 
     print(f"device {device}, threads {torch.get_num_threads()}, {len(clips)} clips, {audio_seconds} s of audio, "
           f"{sum(new_tokens)} tokens ({TOKENS_PER_SECOND}/s of audio, end token suppressed)")
@@ -182,7 +182,11 @@ def main():
     for dtype_name in args.dtypes.split(","):
         quantize = "int8" if dtype_name == "int8" else None
         dtype = resolve_dtype(None, device) if quantize else getattr(torch, dtype_name)
-        flops, bandwidth = gemm_flops(device, dtype), gemv_bandwidth(device, dtype)
+        # Emulated bf16 (a CPU without AVX512-BF16 or AMX): the engine runs its GEMMs of many rows in
+        # float32 (engine/network/cpu_bf16.py), and a bf16 2048^3 matmul would take minutes there.
+        emulated = dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16()
+        flops = gemm_flops(device, torch.float32 if emulated else dtype)
+        bandwidth = gemv_bandwidth(device, dtype)
         label = f"int8 weights, {str(dtype).removeprefix('torch.')} activations" if quantize else dtype_name
         print(f"\n== {label}: GEMM {flops / 1e9:.0f} GFLOP/s, GEMV {bandwidth / 1e9:.1f} GB/s "
               f"(the roofline below uses these, also for int8)")
