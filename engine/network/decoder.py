@@ -134,73 +134,64 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
 def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, meta: StepMetadata,
                     attention=paged_attention) -> torch.Tensor:
     """Run all decoder layers. embeds: [tokens, hidden] -> final-normed hidden [tokens, hidden]."""
-    if not triton_available(embeds.device):
-        return _decoder_forward_torch(net, cache, embeds, meta, attention)
     cfg = net.config.decoder
     lm = net.language_model
-    heads, kvh, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+    eps = cfg.rms_norm_eps
     cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)
+    if triton_available(embeds.device):
+        norm, prologue = rms_norm_residual, _kernel_prologue(cfg, cos, sin, meta.slot_mapping)
+    else:
+        check_rms_norm(embeds, None, lm.layers[0].input_layernorm.weight)   # once, not per call
+        norm, prologue = rms_norm_residual_cpu, _torch_prologue(cfg, cos, sin, meta.slot_mapping)
     x, residual = embeds, None
     for i, layer in enumerate(lm.layers):
-        h, residual = rms_norm_residual(x, residual, layer.input_layernorm.weight, cfg.rms_norm_eps)
-        qkv = layer.qkv(h)                                   # qkv: [tokens, (heads + 2 kvh) hd]
-        q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
-        q = qk_norm_rope(
-            q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
-            layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
-            cos, sin, cache.k[i], cache.v[i], meta.slot_mapping)
+        h, residual = norm(x, residual, layer.input_layernorm.weight, eps)
+        q = prologue(layer, layer.qkv(h), cache.k[i], cache.v[i])
         x = layer.o(attention(q, cache.k[i], cache.v[i], meta))
-        h, residual = rms_norm_residual(x, residual, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
+        h, residual = norm(x, residual, layer.post_attention_layernorm.weight, eps)
         gate, up = layer.gate_up(h).chunk(2, dim=-1)
         x = layer.down(F.silu(gate) * up)
-    h, _ = rms_norm_residual(x, residual, lm.norm.weight, cfg.rms_norm_eps)
+    h, _ = norm(x, residual, lm.norm.weight, eps)
     return h
 
 
-def _decoder_forward_torch(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, meta: StepMetadata,
-                           attention) -> torch.Tensor:
-    """decoder_forward without Triton (CPU): the kernels' torch references, bit for bit, with their
-    layout checks and padding filter done once per step instead of per layer, and q and k normed
+def _kernel_prologue(cfg, cos, sin, slot_mapping):
+    """Attention prologue through the dispatching kernel (Triton on CUDA): qkv [tokens, (heads +
+    2 kvh) hd] -> q [tokens, heads, hd], with k and v written into the layer's cache."""
+    heads, kvh, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+
+    def prologue(layer, qkv, k_cache, v_cache):
+        q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+        return qk_norm_rope(q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
+                            layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
+                            cos, sin, k_cache, v_cache, slot_mapping)
+    return prologue
+
+
+def _torch_prologue(cfg, cos, sin, slot_mapping):
+    """The same prologue without Triton (CPU): the kernel's torch reference, bit for bit, with its
+    layout check and padding filter done once per step instead of per layer, and q and k normed
     and rotated together. A CPU decode step is short enough that per-op overhead counts."""
-    cfg = net.config.decoder
-    lm = net.language_model
-    heads, kvh, hd, eps = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.rms_norm_eps
-    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)
-    slots = meta.slot_mapping.long()
+    heads, kvh, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+    slots = slot_mapping.long()
     valid = None if not bool((slots < 0).any()) else slots >= 0   # padding tokens write no cache
     if valid is not None:
         slots = slots[valid]
-    first = lm.layers[0]
-    check_rms_norm(embeds, None, first.input_layernorm.weight)
-    x, residual = embeds, None
-    for i, layer in enumerate(lm.layers):
-        h, residual = rms_norm_residual_cpu(x, residual, layer.input_layernorm.weight, eps)
-        qkv = layer.qkv(h)                                   # qkv: [tokens, (heads + 2 kvh) hd]
-        if i == 0:
+    sin_signed = signed_sin(sin)
+    checked = False
+
+    def prologue(layer, qkv, k_cache, v_cache):
+        nonlocal checked
+        attn = layer.self_attn
+        if not checked:                                      # the first layer's inputs stand for all
             q, k, v = qkv.split([heads * hd, kvh * hd, kvh * hd], dim=-1)
             check_qk_norm_rope(q.view(-1, heads, hd), k.view(-1, kvh, hd), v.view(-1, kvh, hd),
-                               layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cos, sin,
-                               cache.k[i], cache.v[i], meta.slot_mapping)
-            sin_signed = signed_sin(sin)
+                               attn.q_norm.weight, attn.k_norm.weight, cos, sin, k_cache, v_cache, slot_mapping)
+            checked = True
         qk = qkv[:, :(heads + kvh) * hd].view(-1, heads + kvh, hd)   # q's heads, then k's: adjacent
         v = qkv[:, (heads + kvh) * hd:].view(-1, kvh, hd)
-        q = qk_norm_rope_cpu(qk, _qk_norm_weight(layer, heads, kvh), eps, cos, sin_signed, heads, v,
-                             cache.k[i], cache.v[i], slots, valid)
-        x = layer.o(attention(q, cache.k[i], cache.v[i], meta))
-        h, residual = rms_norm_residual_cpu(x, residual, layer.post_attention_layernorm.weight, eps)
-        gate, up = layer.gate_up(h).chunk(2, dim=-1)
-        x = layer.down(F.silu(gate) * up)
-    h, _ = rms_norm_residual_cpu(x, residual, lm.norm.weight, eps)
-    return h
-
-
-def _qk_norm_weight(layer, heads: int, kv_heads: int) -> torch.Tensor:
-    """[heads + kv_heads, head_dim]: q_norm's weight on each q head, k_norm's on each k head (cached)."""
-    attn = layer.self_attn
-    q_w, k_w = attn.q_norm.weight, attn.k_norm.weight
-    key = (q_w.data_ptr(), k_w.data_ptr(), q_w.dtype, q_w._version, k_w._version)
-    cached = getattr(attn, "_qk_norm_weight", None)
-    if cached is None or cached[0] != key:
-        cached = (key, torch.cat((q_w.expand(heads, -1), k_w.expand(kv_heads, -1))))
-        attn._qk_norm_weight = cached
-    return cached[1]
+        # weight: [heads + kvh, hd], q_norm's on each q head, k_norm's on each k head
+        weight = torch.cat((attn.q_norm.weight.expand(heads, -1), attn.k_norm.weight.expand(kvh, -1)))
+        return qk_norm_rope_cpu(qk, weight, cfg.rms_norm_eps, cos, sin_signed, heads, v,
+                                k_cache, v_cache, slots, valid)
+    return prologue

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.network.config import conv_output_length
-from engine.network.encoder import _conv_stack, encode_audio, encoder_layers, padded_linear
+from engine.network.encoder import MIN_GEMM_ROWS, _conv_stack, encode_audio, encoder_layers, padded_linear
 from engine.network.modules import Qwen3ASRNetwork
 
 
@@ -53,7 +53,7 @@ def _linear_rows_alike(linear, window: int, gen: torch.Generator) -> bool:
     x = torch.randn(rows, linear.in_features, generator=gen).to(linear.weight.dtype)
     packed = padded_linear(linear, x)
     for start, count in ((0, window), (window, window), (2 * window, window + 7), (3 * window, 7),
-                         (window, 2 * window), (0, 33)):
+                         (window, 2 * window), (0, MIN_GEMM_ROWS + 1)):
         if not torch.equal(padded_linear(linear, x[start:start + count]), packed[start:start + count]):
             return False
     return True
