@@ -20,6 +20,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# int8 weights the tests quantize are cached in a folder of this run, not in the user's cache.
+_CACHE = __import__("tempfile").mkdtemp(prefix="qwen3-asr-test-cache-")
+os.environ.setdefault("QWEN3_ASR_CACHE_DIR", _CACHE)
+__import__("atexit").register(shutil.rmtree, _CACHE, True)
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 from engine.errors import CheckpointError
+from engine.network import int8_cache
 from engine.network.config import ModelConfig, load_config
 from engine.network.cpu_bf16 import cpu_has_native_bf16
 from engine.network.modules import LanguageModel, Qwen3ASRNetwork, sinusoid_positions
@@ -60,7 +61,8 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
                  quantize: str | None = None) -> tuple[Qwen3ASRNetwork, ModelConfig]:
     """Build the network on the meta device, then fill it from the checkpoint's tensors.
 
-    ``quantize="int8"``: decoder projections and the LM head as int8 weights (CPU only)."""
+    ``quantize="int8"``: decoder projections and the LM head as int8 weights (CPU only), read
+    from the on-disk cache when this checkpoint was quantized before."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise CheckpointError(f"{model_dir}: model folder not found")
@@ -79,7 +81,12 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (
         torch.arange(0, dec.head_dim, 2, dtype=torch.float) / dec.head_dim))).to(device)
-    net.fuse_projections(quantize)
+    # int8: quantized once per checkpoint and kept on disk (int8_cache), since quantizing is
+    # most of an int8 load.
+    cached = int8_cache.read(model_dir) if quantize == "int8" else None
+    fresh = net.fuse_projections(quantize, cached)
+    if fresh:
+        int8_cache.write(model_dir, {**(cached or {}), **fresh})
     for conv in (net.audio_tower.conv2d1, net.audio_tower.conv2d2, net.audio_tower.conv2d3):
         conv.to(memory_format=torch.channels_last)
     return net.eval(), config

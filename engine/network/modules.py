@@ -113,17 +113,35 @@ class Qwen3ASRNetwork(nn.Module):
             self.lm_head = nn.Linear(d.hidden_size, d.vocab_size, bias=False)
 
     @torch.no_grad()
-    def fuse_projections(self, quantize: str | None = None) -> None:
+    def fuse_projections(self, quantize: str | None = None,
+                         int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
+                         ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer;
-        ``quantize="int8"`` stores them, and the LM head, as int8 (projection.Int8Projection)."""
-        from engine.network.projection import Projection, make_projection
+        ``quantize="int8"`` stores them, and the LM head, as int8 (projection.Int8Projection).
 
-        for layer in self.language_model.layers:
+        ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache); a projection
+        found there with the right shape is not quantized again. Returns what was quantized
+        here, for the cache (empty when nothing was)."""
+        from engine.network.projection import Int8Projection, Projection, make_projection, pack_int8, quantize_int8
+
+        cached, fresh, int8 = int8_weights or {}, {}, []
+
+        def project(name: str, *weights: torch.Tensor):
+            if quantize != "int8":
+                return make_projection(weights[0] if len(weights) == 1 else torch.cat(weights), quantize)
+            shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
+            q_scale = cached.get(name)
+            if q_scale is None or tuple(q_scale[0].shape) != shape or tuple(q_scale[1].shape) != shape[:1]:
+                q_scale = fresh[name] = quantize_int8(weights[0] if len(weights) == 1 else torch.cat(weights))
+            int8.append(Int8Projection(quantized=q_scale, pack=False))
+            return int8[-1]
+
+        for i, layer in enumerate(self.language_model.layers):
             a, m = layer.self_attn, layer.mlp
-            layer.qkv = make_projection(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), quantize)
-            layer.gate_up = make_projection(torch.cat([m.gate_proj.weight, m.up_proj.weight]), quantize)
-            layer.o = make_projection(a.o_proj.weight.data, quantize)
-            layer.down = make_projection(m.down_proj.weight.data, quantize)
+            layer.qkv = project(f"layers.{i}.qkv", a.q_proj.weight, a.k_proj.weight, a.v_proj.weight)
+            layer.gate_up = project(f"layers.{i}.gate_up", m.gate_proj.weight, m.up_proj.weight)
+            layer.o = project(f"layers.{i}.o", a.o_proj.weight.data)
+            layer.down = project(f"layers.{i}.down", m.down_proj.weight.data)
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 _drop_weight(lin)
@@ -132,9 +150,11 @@ class Qwen3ASRNetwork(nn.Module):
             # packing it would keep a second copy of the embedding matrix.
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
-            self.head = Projection(weight) if tied and not quantize else make_projection(weight, quantize)
-            if self.head.packed is not None:   # packed or int8: the plain head is no longer read
-                _drop_weight(self.lm_head)
+            self.head = Projection(weight) if tied and not quantize else project("head", weight)
+        pack_int8(int8, background=True)     # while the tokenizer and the KV cache load
+        if hasattr(self, "lm_head") and (self.head in int8 or self.head.packed is not None):
+            _drop_weight(self.lm_head)       # int8 or packed: the plain head is no longer read
+        return fresh
 
 
 def _drop_weight(linear: nn.Linear) -> None:

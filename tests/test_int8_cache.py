@@ -1,0 +1,99 @@
+"""The int8 weight cache: a checkpoint is quantized once; later loads read the cached weights
+and transcribe exactly as the first load did; an edited checkpoint, a broken cache file or an
+unwritable cache folder never give wrong weights or a failed load."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from test_engine_parity import clip
+
+import engine
+from engine.network import int8_cache, projection
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(int8_cache.CACHE_DIR_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture
+def model(tiny_model_dir, tmp_path):
+    return shutil.copytree(tiny_model_dir, tmp_path / "model")
+
+
+def count_quantized(monkeypatch) -> list:
+    projection._dynamic_int8_works()          # its one-time probe quantizes a test matrix
+    calls, real = [], projection.quantize_int8
+    monkeypatch.setattr(projection, "quantize_int8", lambda w: calls.append(w.shape) or real(w))
+    return calls
+
+
+def transcribe(model_dir):
+    clips = [clip(s, i) for i, s in enumerate([1.5, 6.0])]
+    return engine.load(model_dir, quantize="int8").generate(clips, max_new_tokens=12)
+
+
+def test_second_load_reads_the_cache_and_gives_the_same_tokens(model, cache, monkeypatch):
+    calls = count_quantized(monkeypatch)
+    first = transcribe(model)
+    stored = int8_cache.read(model)
+    assert len(calls) == len(stored) and "head" in stored and "layers.0.qkv" in stored
+    files = list((cache / "int8").glob("*.safetensors"))
+    assert len(files) == 1 and files[0] == int8_cache.cache_file(model)
+
+    calls.clear()
+    assert transcribe(model) == first
+    assert calls == [], "a cached checkpoint was quantized again"
+
+
+def test_edited_checkpoint_is_quantized_again_and_the_stale_file_removed(model, cache, monkeypatch):
+    transcribe(model)
+    stale = int8_cache.cache_file(model)
+    weights = next(model.glob("*.safetensors"))
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    calls = count_quantized(monkeypatch)
+    transcribe(model)
+    assert calls, "the edited checkpoint was served from the old cache"
+    assert not stale.exists() and int8_cache.cache_file(model).is_file()
+
+
+def test_broken_cache_file_warns_and_is_rewritten(model, cache, monkeypatch):
+    first = transcribe(model)
+    path = int8_cache.cache_file(model)
+    path.write_bytes(b"not a safetensors file")
+    with pytest.warns(UserWarning, match="int8 weight cache unreadable"):
+        assert transcribe(model) == first
+    calls = count_quantized(monkeypatch)
+    transcribe(model)
+    assert calls == [] and path.stat().st_size > 1000
+
+
+def test_unwritable_cache_folder_still_loads(model, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(int8_cache.CACHE_DIR_ENV, str(blocker / "cache"))   # a folder under a file
+    with pytest.warns(UserWarning, match="could not cache the int8 weights"):
+        tokens = transcribe(model)
+    assert tokens and all(tokens)
+
+
+def test_background_packing_leaves_the_callers_warnings_alone(model, cache, monkeypatch):
+    """Packing runs on threads after the load returns. Warning filters are process-wide, so a
+    packing thread that set one would hide the caller's warnings meanwhile: only the calling
+    thread may touch them."""
+    import threading
+    import warnings
+
+    threads, real = [], warnings.catch_warnings
+    monkeypatch.setattr(warnings, "catch_warnings", lambda *a, **k: threads.append(threading.current_thread())
+                        or real(*a, **k))
+    eng = engine.load(model, quantize="int8")
+    for proj in (eng.net.head, *vars(eng.net.language_model.layers[0]).values()):
+        if isinstance(proj, projection.Int8Projection) and proj.packing is not None:
+            proj.packing.result()
+    assert threads and set(threads) == {threading.main_thread()}
+    assert eng.generate([clip(2.0, 0)], max_new_tokens=4)[0]
