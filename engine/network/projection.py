@@ -15,10 +15,9 @@ shared with the embedding. oneDNN keeps a kernel, with its own buffers, per row 
 seen (0.5-0.7 MB per layer shape, ~10 MB for the LM head; a 20-minute file grew the process by
 170 MB), so it runs only calls of at most ``ONEDNN_MAX_ROWS`` rows, padded with zero rows to a
 power of two: six row counts per weight. Bigger calls (prefill, where oneDNN gains least) stay
-on MKL. It sums in another order than MKL (results agree to float32
-rounding, not bit for bit; MKL itself rounds by row count), so float32 greedy tokens are
-still checked against transformers by the parity tests. On Intel CPUs MKL stays, as it was
-measured there.
+on MKL. It sums in another order than MKL (results agree to float32 rounding, not bit for bit;
+MKL itself rounds by row count), so float32 greedy tokens are still checked against
+transformers by the parity tests. On Intel CPUs MKL stays, as it was measured there.
 """
 from __future__ import annotations
 
