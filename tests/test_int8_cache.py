@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+import torch
 from test_engine_parity import clip
 
 import engine
@@ -34,16 +35,16 @@ def count_quantized(monkeypatch) -> list:
 
 def transcribe(model_dir):
     clips = [clip(s, i) for i, s in enumerate([1.5, 6.0])]
-    return engine.load(model_dir, quantize="int8").generate(clips, max_new_tokens=12)
+    return engine.load(model_dir, dtype="float32", quantize="int8").generate(clips, max_new_tokens=12)
 
 
 def test_second_load_reads_the_cache_and_gives_the_same_tokens(model, cache, monkeypatch):
     calls = count_quantized(monkeypatch)
     first = transcribe(model)
-    stored = int8_cache.read(model)
+    stored = int8_cache.read(int8_cache.cache_file(model, torch.float32))
     assert len(calls) == len(stored) and "head" in stored and "layers.0.qkv" in stored
     files = list((cache / "int8").glob("*.safetensors"))
-    assert len(files) == 1 and files[0] == int8_cache.cache_file(model)
+    assert len(files) == 1 and files[0] == int8_cache.cache_file(model, torch.float32)
 
     calls.clear()
     assert transcribe(model) == first
@@ -52,18 +53,18 @@ def test_second_load_reads_the_cache_and_gives_the_same_tokens(model, cache, mon
 
 def test_edited_checkpoint_is_quantized_again_and_the_stale_file_removed(model, cache, monkeypatch):
     transcribe(model)
-    stale = int8_cache.cache_file(model)
+    stale = int8_cache.cache_file(model, torch.float32)
     weights = next(model.glob("*.safetensors"))
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
     calls = count_quantized(monkeypatch)
     transcribe(model)
     assert calls, "the edited checkpoint was served from the old cache"
-    assert not stale.exists() and int8_cache.cache_file(model).is_file()
+    assert not stale.exists() and int8_cache.cache_file(model, torch.float32).is_file()
 
 
 def test_broken_cache_file_warns_and_is_rewritten(model, cache, monkeypatch):
     first = transcribe(model)
-    path = int8_cache.cache_file(model)
+    path = int8_cache.cache_file(model, torch.float32)
     path.write_bytes(b"not a safetensors file")
     with pytest.warns(UserWarning, match="int8 weight cache unreadable"):
         assert transcribe(model) == first
@@ -92,8 +93,41 @@ def test_background_packing_leaves_the_callers_warnings_alone(model, cache, monk
     monkeypatch.setattr(warnings, "catch_warnings", lambda *a, **k: threads.append(threading.current_thread())
                         or real(*a, **k))
     eng = engine.load(model, quantize="int8")
-    for proj in (eng.net.head, *vars(eng.net.language_model.layers[0]).values()):
-        if isinstance(proj, projection.Int8Projection) and proj.packing is not None:
-            proj.packing.result()
+    assert eng.generate([clip(2.0, 0)], max_new_tokens=4)[0]     # every projection waited for its packing
     assert threads and set(threads) == {threading.main_thread()}
-    assert eng.generate([clip(2.0, 0)], max_new_tokens=4)[0]
+
+
+def test_dtype_is_part_of_the_key(model, cache):
+    """Weights quantized from bfloat16 are not served to a float32 load, nor the other way round."""
+    assert int8_cache.cache_file(model, torch.float32) != int8_cache.cache_file(model, torch.bfloat16)
+    engine.load(model, dtype="bfloat16", quantize="int8")
+    engine.load(model, dtype="float32", quantize="int8")
+    assert len(list((cache / "int8").glob("*.safetensors"))) == 1     # each replaced the other's stale file
+
+
+def test_failed_packing_falls_back_to_the_unpacked_path(model, cache, monkeypatch):
+    first = transcribe(model)
+
+    def broken(self, quantized_tensor=None):
+        raise RuntimeError("no fbgemm today")
+
+    monkeypatch.setattr(projection.Int8Projection, "pack", broken)
+    with pytest.warns(UserWarning, match="packing failed"):
+        again = transcribe(model)
+    assert len(again) == len(first) and all(again)
+
+
+def test_checkpoint_changed_during_the_load_is_not_cached(model, cache, monkeypatch):
+    from engine.network import loading
+
+    weights = next(model.glob("*.safetensors"))
+    real = loading.load_weights
+
+    def load_then_touch(*args, **kwargs):
+        real(*args, **kwargs)
+        os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+
+    monkeypatch.setattr(loading, "load_weights", load_then_touch)
+    with pytest.warns(UserWarning, match="changed while it loaded"):
+        assert all(transcribe(model))
+    assert not (cache / "int8").exists() or not list((cache / "int8").glob("*.safetensors"))

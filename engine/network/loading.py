@@ -76,17 +76,18 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
     except (RuntimeError, ValueError, OverflowError) as e:  # absurd sizes torch refuses even on meta
         raise CheckpointError(f"{model_dir}: config.json sizes cannot build a network "
                               f"({' '.join(str(e).split())[:200]})") from e
+    # int8: quantized once per checkpoint and kept on disk (int8_cache), since quantizing is most
+    # of an int8 load. The cache file is named from the weight files as they are before reading.
+    int8_file = int8_cache.cache_file(model_dir, dtype) if quantize == "int8" else None
     load_weights(net, model_dir, config.layout, dtype=dtype, device=device, tensors=tensors)
     enc, dec = config.encoder, config.decoder
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (
         torch.arange(0, dec.head_dim, 2, dtype=torch.float) / dec.head_dim))).to(device)
-    # int8: quantized once per checkpoint and kept on disk (int8_cache), since quantizing is
-    # most of an int8 load.
-    cached = int8_cache.read(model_dir) if quantize == "int8" else None
+    cached = int8_cache.read(int8_file) if int8_file is not None else None
     fresh = net.fuse_projections(quantize, cached)
     if fresh:
-        int8_cache.write(model_dir, {**(cached or {}), **fresh})
+        int8_cache.write(model_dir, int8_file, {**(cached or {}), **fresh}, dtype)
     for conv in (net.audio_tower.conv2d1, net.audio_tower.conv2d2, net.audio_tower.conv2d3):
         conv.to(memory_format=torch.channels_last)
     return net.eval(), config

@@ -48,7 +48,7 @@ def _packing_works() -> bool:
 def cpu_vendor() -> str:
     """The x86 vendor string ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             if line.startswith("vendor_id"):
                 return line.split(":", 1)[1].strip()
     except OSError:   # not Linux: Windows names the vendor in platform.processor()
@@ -146,9 +146,9 @@ def _dynamic_int8_works() -> bool:
 
 
 def _per_channel_tensor(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The quantized tensor linear_prepack takes. Call it on the main thread only: the warning
-    filter below is process-wide while it is set, so set from a packing thread it would hide
-    (and on exit could reset) the main thread's warnings."""
+    """The quantized tensor linear_prepack takes. Never call it from a packing thread: the
+    warning filter below is process-wide while it is set, so set from a thread that outlives
+    the load it would hide (and on exit could reset) the caller's warnings."""
     import warnings
 
     with warnings.catch_warnings():   # quantized tensors are deprecated as a user type; the op is not
@@ -186,7 +186,7 @@ class Int8Projection:
 
     def pack(self, quantized_tensor: torch.Tensor | None = None) -> None:
         """Hand the weights to fbgemm's packed layout, where the dynamic op exists (from
-        ``_per_channel_tensor``'s result when given: pack_int8 makes those on the main thread)."""
+        ``_per_channel_tensor``'s result when given: pack_int8 makes those on the loading thread)."""
         if self.packed is None and _dynamic_int8_works():
             if quantized_tensor is None:
                 quantized_tensor = _per_channel_tensor(self.q, self.scale)
@@ -195,8 +195,14 @@ class Int8Projection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
         if self.packing is not None:     # the first call after a load waits for the background packing
-            self.packing.result()
-            self.packing = None
+            packing, self.packing = self.packing, None
+            try:
+                packing.result()
+            except Exception as e:       # q is kept until packing succeeds: dequantize per call instead
+                import warnings
+
+                warnings.warn(f"int8 weight packing failed ({e}); using the slower unpacked path", stacklevel=2)
+                self.packed = None
         if self.packed is not None:
             y = torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)
         else:
