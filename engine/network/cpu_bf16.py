@@ -51,11 +51,15 @@ def _emulated_bf16() -> bool:
     return not cpu_has_native_bf16()
 
 
+def emulated(t: torch.Tensor) -> bool:
+    """``t`` is a bfloat16 CPU tensor on a CPU that emulates bfloat16."""
+    return t.dtype == torch.bfloat16 and t.device.type == "cpu" and _emulated_bf16()
+
+
 def upcasts(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether ``linear(x, weight)`` takes the float32 route: bfloat16 on a CPU that emulates it,
     with enough rows."""
-    return (weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
-            and x.shape[0] >= UPCAST_ROWS and _emulated_bf16())
+    return x.shape[0] >= UPCAST_ROWS and emulated(weight)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -73,7 +77,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def conv2d(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     """conv(x), in float32 (rounded back to x's dtype) where the CPU emulates bfloat16."""
-    if not (x.dtype == torch.bfloat16 and x.device.type == "cpu" and _emulated_bf16()):
+    if not emulated(x):
         return conv(x)
     bias = None if conv.bias is None else conv.bias.float()
     out = F.conv2d(x.float(), conv.weight.float(), bias, conv.stride, conv.padding, conv.dilation, conv.groups)
@@ -82,7 +86,7 @@ def conv2d(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
     """F.scaled_dot_product_attention, in float32 (rounded back) where the CPU emulates bfloat16."""
-    if not (q.dtype == torch.bfloat16 and q.device.type == "cpu" and _emulated_bf16()):
+    if not emulated(q):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     mask = kwargs.get("attn_mask")
     if mask is not None and mask.dtype != torch.bool:

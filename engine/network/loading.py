@@ -10,6 +10,7 @@ from engine.network import int8_cache
 from engine.network.config import ModelConfig, load_config
 from engine.network.cpu_bf16 import cpu_has_native_bf16
 from engine.network.modules import LanguageModel, Qwen3ASRNetwork, sinusoid_positions
+from engine.network.projection import cpuinfo_field
 from engine.network.headers import read_checkpoint
 from engine.network.weights import check_layers, load_weights
 
@@ -25,16 +26,10 @@ def resolve_device(device) -> torch.device:
 
 def cpu_description() -> str:
     """The CPU model and its bfloat16 hardware, for status lines and benchmark headers."""
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
+    model = cpuinfo_field("model name")
+    if model is None:
         import platform
-        model = platform.processor() or model
+        model = platform.processor() or "unknown CPU"
     cpu = getattr(torch, "cpu", None)
     amx = bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)())
     bf16 = bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())

@@ -122,13 +122,13 @@ class Qwen3ASRNetwork(nn.Module):
         ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache); a projection
         found there with the right shape is not quantized again. Returns what was quantized
         here, for the cache (empty when nothing was)."""
-        from engine.network.projection import Int8Projection, Projection, make_projection, pack_int8, quantize_int8
+        from engine.network.projection import Int8Projection, Projection, pack_int8, quantize_int8
 
         cached, fresh, int8 = int8_weights or {}, {}, []
 
         def project(name: str, *weights: torch.Tensor):
             if quantize != "int8":
-                return make_projection(weights[0] if len(weights) == 1 else torch.cat(weights), quantize)
+                return Projection.for_device(weights[0] if len(weights) == 1 else torch.cat(weights))
             shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
             q_scale = cached.get(name)
             if q_scale is None or tuple(q_scale[0].shape) != shape or tuple(q_scale[1].shape) != shape[:1]:
@@ -151,7 +151,7 @@ class Qwen3ASRNetwork(nn.Module):
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
             self.head = Projection(weight) if tied and not quantize else project("head", weight)
-        pack_int8(int8, background=True)     # while the tokenizer and the KV cache load
+        pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
         if hasattr(self, "lm_head") and (self.head in int8 or self.head.packed is not None):
             _drop_weight(self.lm_head)       # int8 or packed: the plain head is no longer read
         return fresh

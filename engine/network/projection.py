@@ -32,37 +32,45 @@ import torch.nn.functional as F
 from engine.network import cpu_bf16
 
 
+def _onednn_mm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight.T`` through oneDNN, for a plain or a ``_reorder_linear_weight``-packed weight."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+
+
 @functools.lru_cache(maxsize=1)
 def _packing_works() -> bool:
     """oneDNN packing exists on this build and agrees exactly with F.linear."""
     try:
         w = torch.randn(64, 32).to(torch.bfloat16)
         x = torch.randn(3, 32).to(torch.bfloat16)
-        packed = torch.ops.mkldnn._reorder_linear_weight(w, 16)
-        out = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
-        return bool(torch.equal(out, F.linear(x, w)))
+        return bool(torch.equal(_onednn_mm(x, torch.ops.mkldnn._reorder_linear_weight(w, 16)), F.linear(x, w)))
     except Exception:  # no oneDNN (e.g. some ARM builds), or an API change: stay plain
         return False
 
 
-def cpu_vendor() -> str:
-    """The x86 vendor string ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
+def cpuinfo_field(key: str) -> str | None:
+    """The first ``key`` line's value in /proc/cpuinfo ("vendor_id", "model name"), or None
+    (not Linux, or no such line)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("vendor_id"):
+            if line.startswith(key):
                 return line.split(":", 1)[1].strip()
-    except OSError:   # not Linux: Windows names the vendor in platform.processor()
+    except OSError:
         pass
-    text = platform.processor()
+    return None
+
+
+def cpu_vendor() -> str:
+    """The x86 vendor string ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
+    vendor = cpuinfo_field("vendor_id")
+    if vendor is not None:
+        return vendor
+    text = platform.processor()   # not Linux: Windows names the vendor there
     return next((v for v in ("GenuineIntel", "AuthenticAMD", "HygonGenuine") if v in text), "")
 
 
 # Rows up to which a float32 projection runs on oneDNN (decode steps and small mixed steps).
 ONEDNN_MAX_ROWS = 32
-
-
-def _onednn_mm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
 
 
 def onednn_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -106,7 +114,7 @@ class Projection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
         if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+            return _onednn_mm(x, self.packed)
         if self.onednn and 0 < x.shape[0] <= ONEDNN_MAX_ROWS and x.dim() == 2:
             return onednn_linear(x, self.weight)
         return cpu_bf16.linear(x, self.weight)   # F.linear, but emulated-bf16 GEMMs of many rows in float32
@@ -210,27 +218,17 @@ class Int8Projection:
         return y.to(x.dtype)
 
 
-def pack_int8(projections: list[Int8Projection], *, background: bool = False) -> None:
-    """Pack many int8 projections on a pool of threads (fbgemm packs one matrix on one core).
+def pack_int8(projections: list[Int8Projection]) -> None:
+    """Pack many int8 projections on a pool of threads (fbgemm packs one matrix on one core),
+    in the background.
 
     Packing is most of a cached int8 load: 5.8 s of the 0.6B model's 12.6 s on 2 AVX2 cores,
-    5.2 s of it the LM head alone. ``background=True`` returns at once and lets the rest of the
-    load (the tokenizer, the KV cache) run meanwhile; each projection's first call waits for
-    its own packing. The largest go first, so the head does not finish last."""
+    5.2 s of it the LM head alone. This returns at once and lets the rest of the load (the
+    tokenizer, the KV cache) run meanwhile; each projection's first call waits for its own
+    packing. The largest go first, so the head does not finish last."""
     if not projections or not _dynamic_int8_works():
         return
     pool = ThreadPoolExecutor(max(1, torch.get_num_threads()), thread_name_prefix="int8-pack")
     for proj in sorted(projections, key=lambda p: -p.q.numel()):
         proj.packing = pool.submit(proj.pack, _per_channel_tensor(proj.q, proj.scale))
-    pool.shutdown(wait=not background)    # queued packs still run when not waiting
-    if not background:
-        for proj in projections:
-            proj.packing.result()         # raises here what a pack raised
-            proj.packing = None
-
-
-def make_projection(weight: torch.Tensor, quantize: str | None = None):
-    """The projection for one weight: int8 when asked, else ``Projection.for_device``."""
-    if quantize == "int8":
-        return Int8Projection(weight)
-    return Projection.for_device(weight)
+    pool.shutdown(wait=False)    # the queued packs still run
