@@ -131,3 +131,58 @@ def test_checkpoint_changed_during_the_load_is_not_cached(model, cache, monkeypa
     with pytest.warns(UserWarning, match="changed while it loaded"):
         assert all(transcribe(model))
     assert not (cache / "int8").exists() or not list((cache / "int8").glob("*.safetensors"))
+
+
+def spy_on_reads(monkeypatch) -> list[str]:
+    """Names of the checkpoint tensors the loader reads from now on."""
+    from engine.network import weights
+
+    names, real = [], weights.safe_open
+
+    class Recording:
+        def __init__(self, *args, **kwargs):
+            self.file = real(*args, **kwargs)
+
+        def __enter__(self):
+            self.opened = self.file.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.file.__exit__(*exc)
+
+        def get_tensor(self, name):
+            names.append(name)
+            return self.opened.get_tensor(name)
+
+    monkeypatch.setattr(weights, "safe_open", Recording)
+    return names
+
+
+PROJECTIONS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+               "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def test_cached_start_never_reads_the_float_projection_weights(model, cache, monkeypatch):
+    """What the cache holds in int8 is not read from the checkpoint at all, so a cached start
+    keeps the float decoder weights out of memory; the audio tower's own projections still load."""
+    first = transcribe(model)
+    read = spy_on_reads(monkeypatch)
+    assert transcribe(model) == first
+    decoder = [n for n in read if "language_model." in n]
+    assert decoder and not [n for n in decoder if n.endswith(PROJECTIONS)]
+    assert "lm_head.weight" not in read and "model.language_model.embed_tokens.weight" in read
+    assert [n for n in read if "audio_tower." in n and n.endswith("q_proj.weight")]
+
+
+def test_a_cached_entry_of_the_wrong_shape_is_read_and_quantized_again(model, cache, monkeypatch):
+    first = transcribe(model)
+    path = int8_cache.cache_file(model, torch.float32)
+    stored = int8_cache.read(path)
+    q, scale = stored["layers.1.down"]
+    stored["layers.1.down"] = (q[:-1].clone(), scale[:-1].clone())
+    int8_cache.write(model, path, stored, torch.float32)
+    read, calls = spy_on_reads(monkeypatch), count_quantized(monkeypatch)
+    assert transcribe(model) == first
+    assert calls == [tuple(q.shape)]
+    assert [n for n in read if n.endswith("layers.1.mlp.down_proj.weight")]
+    assert not [n for n in read if n.endswith("layers.0.mlp.down_proj.weight")]

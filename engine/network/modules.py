@@ -112,6 +112,33 @@ class Qwen3ASRNetwork(nn.Module):
         else:
             self.lm_head = nn.Linear(d.hidden_size, d.vocab_size, bias=False)
 
+    def int8_sources(self) -> dict[str, tuple[str, ...]]:
+        """The projections ``fuse_projections(quantize="int8")`` builds, by their cache name, each
+        with the parameters it is made from (q, k, v -> qkv; gate, up -> gate_up)."""
+        sources = {}
+        for i in range(len(self.language_model.layers)):
+            attn, mlp = f"language_model.layers.{i}.self_attn.", f"language_model.layers.{i}.mlp."
+            sources[f"layers.{i}.qkv"] = tuple(f"{attn}{x}_proj.weight" for x in "qkv")
+            sources[f"layers.{i}.gate_up"] = (f"{mlp}gate_proj.weight", f"{mlp}up_proj.weight")
+            sources[f"layers.{i}.o"] = (f"{attn}o_proj.weight",)
+            sources[f"layers.{i}.down"] = (f"{mlp}down_proj.weight",)
+        if hasattr(self, "lm_head"):
+            sources["head"] = ("lm_head.weight",)
+        return sources
+
+    def covered_by_int8(self, int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None) -> set[str]:
+        """Parameters that ``int8_weights`` (the on-disk cache) already holds in int8 form with the
+        right shapes: the loader need not read them, fuse_projections will not quantize them."""
+        shapes = {name: tuple(p.shape) for name, p in self.named_parameters()}
+        covered = set()
+        for name, params in self.int8_sources().items():
+            q_scale = (int8_weights or {}).get(name)
+            rows, cols = sum(shapes[p][0] for p in params), shapes[params[0]][1]
+            if q_scale is not None and tuple(q_scale[0].shape) == (rows, cols) \
+                    and tuple(q_scale[1].shape) == (rows,):
+                covered.update(params)
+        return covered
+
     @torch.no_grad()
     def fuse_projections(self, quantize: str | None = None,
                          int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
@@ -125,6 +152,7 @@ class Qwen3ASRNetwork(nn.Module):
         from engine.network.projection import Int8Projection, Projection, pack_int8, quantize_int8
 
         cached, fresh, int8 = int8_weights or {}, {}, []
+        device = self.language_model.embed_tokens.weight.device
 
         def project(name: str, *weights: torch.Tensor):
             if quantize != "int8":
@@ -144,7 +172,7 @@ class Qwen3ASRNetwork(nn.Module):
             layer.down = project(f"layers.{i}.down", m.down_proj.weight.data)
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
-                _drop_weight(lin)
+                _drop_weight(lin, device)
         if hasattr(self, "lm_head"):
             # The LM head is the largest single read of a decode step. A tied head stays plain:
             # packing it would keep a second copy of the embedding matrix.
@@ -153,10 +181,11 @@ class Qwen3ASRNetwork(nn.Module):
             self.head = Projection(weight) if tied and not quantize else project("head", weight)
         pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
         if hasattr(self, "lm_head") and (self.head in int8 or self.head.packed is not None):
-            _drop_weight(self.lm_head)       # int8 or packed: the plain head is no longer read
+            _drop_weight(self.lm_head, device)  # int8 or packed: the plain head is no longer read
         return fresh
 
 
-def _drop_weight(linear: nn.Linear) -> None:
-    linear.weight = nn.Parameter(torch.empty(0, dtype=linear.weight.dtype, device=linear.weight.device),
-                                 requires_grad=False)
+def _drop_weight(linear: nn.Linear, device: torch.device) -> None:
+    # ``device``, not the weight's own: a weight whose int8 form came from the cache was never
+    # read and is still on the meta device.
+    linear.weight = nn.Parameter(torch.empty(0, dtype=linear.weight.dtype, device=device), requires_grad=False)

@@ -84,11 +84,13 @@ def _stored_prefix(layout: str, ours: str) -> str:
 
 
 def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, device,
-                 tensors: dict[str, TensorEntry] | None = None) -> None:
+                 tensors: dict[str, TensorEntry] | None = None, skip: set[str] = frozenset()) -> None:
     """Fill ``module`` (built on the meta device) from the checkpoint; raise CheckpointError listing all problems.
 
     Names and shapes are checked against the headers first (``tensors``, read when not
-    given), so a mismatched checkpoint fails before any tensor data is read."""
+    given), so a mismatched checkpoint fails before any tensor data is read. Parameters named
+    in ``skip`` are checked but not read: they stay on the meta device for the caller to fill
+    or drop (int8 weights from the cache)."""
     model_dir = Path(model_dir)
     if tensors is None:
         tensors = read_checkpoint(model_dir)
@@ -108,7 +110,8 @@ def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, devi
             misshapen.add(ours)
             continue
         found.add(ours)
-        wanted.setdefault(entry.file, []).append((name, ours))
+        if ours not in skip:
+            wanted.setdefault(entry.file, []).append((name, ours))
     tied = "lm_head.weight" in shapes and "lm_head.weight" not in found \
         and "language_model.embed_tokens.weight" in found \
         and (module.config.decoder.tie_word_embeddings or layout == "original")
