@@ -8,7 +8,7 @@
     engine.pipelines                  file jobs, live streams, the aligner, over all of the above
     engine.api, engine (package)      the public API
     modelhub                          checkpoint downloads (no engine)
-    cli                               the command line: engine + modelhub
+    cli                               the command line: engine (its audio headers too) + modelhub
     app                               the Qt UI: engine's public modules, modelhub, app
 
 Every import counts, also those inside functions (lazy imports still couple modules).
@@ -35,7 +35,7 @@ ALLOWED = {
                    "engine.pipelines", "engine"},
     "engine": {"engine.errors", "engine.text", "engine.api", "engine.serving", "engine.pipelines"},
     "modelhub": set(),
-    "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.network", "modelhub"},
+    "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub"},
     "app": {"engine", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub"},
 }
 

@@ -53,11 +53,13 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
 
 
 def load_network(model_dir, device: torch.device, dtype: torch.dtype,
-                 quantize: str | None = None) -> tuple[Qwen3ASRNetwork, ModelConfig]:
+                 quantize: str | None = None, compact_weights: bool = False) -> tuple[Qwen3ASRNetwork, ModelConfig]:
     """Build the network on the meta device, then fill it from the checkpoint's tensors.
 
     ``quantize="int8"``: decoder projections and the LM head as int8 weights (CPU only), read
-    from the on-disk cache when this checkpoint was quantized before."""
+    from the on-disk cache when this checkpoint was quantized before. ``compact_weights``:
+    decoder projections whose values are bfloat16 kept in 2 bytes where that is faster
+    (``fp16_weights``; exact values, a few seconds more to load)."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise CheckpointError(f"{model_dir}: model folder not found")
@@ -83,7 +85,7 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (
         torch.arange(0, dec.head_dim, 2, dtype=torch.float) / dec.head_dim))).to(device)
-    fresh = net.fuse_projections(quantize, cached)
+    fresh = net.fuse_projections(quantize, cached, compact=compact_weights)
     if fresh:
         int8_cache.write(model_dir, int8_file, {**(cached or {}), **fresh}, dtype)
     for conv in (net.audio_tower.conv2d1, net.audio_tower.conv2d2, net.audio_tower.conv2d3):

@@ -103,6 +103,7 @@ class Qwen3ASRNetwork(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
+        self.compact_projections = 0      # how many fuse_projections keeps in 2 bytes (fp16_weights)
         self.audio_tower = AudioTower(config.encoder)
         self.projector = Projector(config.encoder)
         self.language_model = LanguageModel(config.decoder)
@@ -141,22 +142,28 @@ class Qwen3ASRNetwork(nn.Module):
 
     @torch.no_grad()
     def fuse_projections(self, quantize: str | None = None,
-                         int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
-                         ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+                         int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+                         compact: bool = False) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer;
         ``quantize="int8"`` stores them, and the LM head, as int8 (projection.Int8Projection).
 
         ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache); a projection
-        found there with the right shape is not quantized again. Returns what was quantized
-        here, for the cache (empty when nothing was)."""
+        found there with the right shape is not quantized again. ``compact``: bfloat16-valued
+        weights in 2 bytes where ``fp16_weights.stores_as_fp16`` says so. Returns what was
+        quantized here, for the cache (empty when nothing was)."""
+        from engine.network.fp16_weights import Fp16Projection, pack_all, stores_as_fp16
         from engine.network.projection import Int8Projection, Projection, pack_int8, quantize_int8
 
-        cached, fresh, int8 = int8_weights or {}, {}, []
+        cached, fresh, int8, fp16 = int8_weights or {}, {}, [], []
         device = self.language_model.embed_tokens.weight.device
 
         def project(name: str, *weights: torch.Tensor):
             if quantize != "int8":
-                return Projection.for_device(weights[0] if len(weights) == 1 else torch.cat(weights))
+                weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+                if not (compact and stores_as_fp16(weight)):
+                    return Projection.for_device(weight)
+                fp16.append(Fp16Projection(weight))     # bfloat16 values in 2 bytes (fp16_weights)
+                return fp16[-1]
             shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
             q_scale = cached.get(name)
             if q_scale is None or tuple(q_scale[0].shape) != shape or tuple(q_scale[1].shape) != shape[:1]:
@@ -180,7 +187,9 @@ class Qwen3ASRNetwork(nn.Module):
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
             self.head = Projection(weight) if tied and not quantize else project("head", weight)
         pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
-        if hasattr(self, "lm_head") and (self.head in int8 or self.head.packed is not None):
+        pack_all(fp16)      # at once: packing beside running torch ops oversubscribes the cores
+        self.compact_projections = sum(p.packed is not None for p in fp16)
+        if hasattr(self, "lm_head") and (self.head in int8 or self.head in fp16 or self.head.packed is not None):
             _drop_weight(self.lm_head, device)  # int8 or packed: the plain head is no longer read
         return fresh
 

@@ -53,12 +53,16 @@ class EngineCore:
 
     def __init__(self, model_dir, *, device=None, dtype=None, max_batch_size: int = 64,
                  max_prefill_rows: int = 8, max_step_tokens: int = 4096, kv_cache_bytes: int | None = None,
-                 block_size: int | None = None, pad_buckets: bool | None = None, quantize: str | None = None):
+                 block_size: int | None = None, pad_buckets: bool | None = None, quantize: str | None = None,
+                 compact_weights: bool = True):
         self.model_dir = str(model_dir)
         self.torch_device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.torch_device)
         self.quantize = check_quantize(quantize, self.torch_device)   # None or "int8"; not token-exact
-        self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype, self.quantize)
+        # compact_weights=False keeps float weights: loads faster where a few minutes of audio
+        # would not repay the packing (fp16_weights).
+        self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype, self.quantize,
+                                             compact_weights=compact_weights)
         self.tokenizer = load_tokenizer(model_dir)
         on_cuda = self.torch_device.type == "cuda"
         # flash-attn's paged kernels want 256-slot blocks. CPU attention reads a row in place

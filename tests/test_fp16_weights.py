@@ -1,0 +1,170 @@
+"""Weights from a bfloat16 checkpoint kept as float16 times a power of two per row: exactly the
+same values, float32 math (fp16_weights). Checked here: the values survive exactly or the
+float path is kept; outputs agree with F.linear to float32 rounding over shapes, row counts
+and dtypes; a bfloat16 checkpoint run in float32 gives transformers' greedy tokens."""
+from __future__ import annotations
+
+import platform
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+from checkpoints import build_checkpoint
+from reference import reference_generate
+from test_engine_parity import clip
+
+import engine
+from engine.network import cpu_bf16, fp16_weights
+from engine.network.fp16_weights import Fp16Projection, fp16_gemm_works, scale_exactly, stores_as_fp16
+
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+@pytest.fixture
+def fp16_on(monkeypatch):
+    """The rule says yes on any x86 CPU, so a CI machine with native bfloat16 runs these paths too."""
+    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+
+
+def bf16_valued(*shape, seed=0, scale=0.02) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).bfloat16().float()
+
+
+def packed(weight: torch.Tensor) -> Fp16Projection:
+    proj = Fp16Projection(weight)
+    proj.pack()
+    return proj
+
+
+def test_fbgemm_fp16_is_there_on_x86():
+    assert fp16_gemm_works() == X86
+
+
+def test_bfloat16_values_scale_exactly_into_float16():
+    w = bf16_valued(64, 96)
+    w[3] *= 2.0 ** -20       # rows of any magnitude: each gets its own power of two
+    w[5, :4] = torch.tensor([0.0, 2.0 ** -20, -(2.0 ** -25), 3.0])    # within 2^-32 of the row's largest
+    w[7] = 0.0
+    scaled, inverse = scale_exactly(w)
+    assert torch.equal(scaled.half().float() * inverse[:, None], w)
+
+
+@pytest.mark.parametrize("spoiler", ["full float32 mantissa", "range beyond float16", "nan"])
+def test_values_float16_cannot_hold_keep_the_float_path(spoiler, fp16_on):
+    w = bf16_valued(64, 96)
+    if spoiler == "full float32 mantissa":
+        w = torch.randn(64, 96)
+    elif spoiler == "range beyond float16":
+        w[9, :2] = torch.tensor([1.0, 2.0 ** -40])
+    else:
+        w[9, 0] = float("nan")
+    assert scale_exactly(w) is None
+    proj = packed(w.clone())
+    assert proj.packed is None and proj.fallback is not None
+    x = torch.randn(3, 96)
+    torch.testing.assert_close(proj(x), proj.fallback(x), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 33, 300])
+@pytest.mark.parametrize("shape", [(192, 64), (64, 320)])
+def test_float32_outputs_agree_with_f_linear(rows, shape, fp16_on):
+    w = bf16_valued(*shape, seed=rows)
+    proj = packed(w.clone())
+    assert proj.packed is not None and proj.fallback is None, "the float weight is dropped once packed"
+    x = torch.randn(rows, shape[1] * 2)[:, ::2]         # a strided view, as sliced activations come
+    y = proj(x)
+    assert y.dtype == torch.float32 and y.shape == (rows, shape[0])
+    torch.testing.assert_close(y, F.linear(x, w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_bfloat16_activations_come_back_bfloat16(fp16_on):
+    w = bf16_valued(128, 64).bfloat16()
+    x = torch.randn(5, 64).bfloat16()
+    y = packed(w.clone())(x)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y, F.linear(x.float(), w.float()).bfloat16(), rtol=1e-2, atol=1e-2)
+
+
+def test_where_it_applies(monkeypatch):
+    monkeypatch.setattr(fp16_weights, "fp16_gemm_works", lambda: True)
+    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+    assert stores_as_fp16(torch.zeros(4, 4)) and stores_as_fp16(torch.zeros(4, 4, dtype=torch.bfloat16))
+    assert not stores_as_fp16(torch.zeros(4, 4, dtype=torch.float16))
+    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: True)    # bfloat16 hardware: its own GEMMs
+    assert not stores_as_fp16(torch.zeros(4, 4))
+    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(fp16_weights, "fp16_gemm_works", lambda: False)  # not x86, or no fbgemm
+    assert not stores_as_fp16(torch.zeros(4, 4))
+
+
+@pytest.fixture(scope="module")
+def bf16_checkpoint(tmp_path_factory):
+    """A tiny checkpoint stored in bfloat16, as real Qwen3-ASR checkpoints are."""
+    return build_checkpoint(tmp_path_factory.mktemp("tiny-asr-bf16"), seed=3, dtype=torch.bfloat16)
+
+
+def fp16_projections(eng) -> list:
+    layers = eng.net.language_model.layers
+    return [p for layer in layers for p in (layer.qkv, layer.gate_up, layer.o, layer.down)
+            if isinstance(p, Fp16Projection)]
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+@pytest.mark.parametrize("seconds", [1.0, 8.1, 17.0])
+def test_bfloat16_checkpoint_in_float32_gives_transformers_tokens(bf16_checkpoint, seconds, fp16_on):
+    eng = engine.load(bf16_checkpoint, device="cpu", dtype="float32")
+    audio = clip(seconds, int(seconds * 7))
+    ours = eng.generate([audio], max_new_tokens=24)[0]
+    projections = fp16_projections(eng)
+    assert len(projections) == 4 * len(eng.net.language_model.layers)
+    assert all(p.packed is not None for p in projections), "every bfloat16-valued weight packs exactly"
+    assert ours == reference_generate(bf16_checkpoint, audio, max_new_tokens=24)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_float32_checkpoint_keeps_float32_weights(tiny_model_dir, fp16_on):
+    eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
+    eng.generate([clip(1.0, 0)], max_new_tokens=2)
+    assert all(p.packed is None and p.fallback.weight.dtype == torch.float32 for p in fp16_projections(eng))
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path, monkeypatch, fp16_on):
+    clips = [clip(2.0, 1), clip(6.0, 2)]
+    first = engine.load(bf16_checkpoint, dtype="float32").generate(clips, max_new_tokens=12)
+
+    def broken(self, scaled=None):
+        raise RuntimeError("no fbgemm today")
+
+    monkeypatch.setattr(Fp16Projection, "pack", broken)
+    with pytest.warns(UserWarning, match="fp16 weight packing failed"):
+        again = engine.load(shutil.copytree(bf16_checkpoint, tmp_path / "m"), dtype="float32").generate(
+            clips, max_new_tokens=12)
+    assert again == first
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_compact_weights_false_keeps_float_weights(bf16_checkpoint, fp16_on):
+    eng = engine.load(bf16_checkpoint, device="cpu", dtype="float32", compact_weights=False)
+    assert fp16_projections(eng) == [] and eng.net.compact_projections == 0
+    assert engine.load(bf16_checkpoint, device="cpu", dtype="float32").net.compact_projections > 0
+
+
+def test_cli_compacts_only_for_enough_audio(tmp_path):
+    """Packing costs seconds at load; the CLI pays them only for inputs that repay them."""
+    import numpy as np
+    import soundfile as sf
+
+    from cli.main import COMPACT_MIN_AUDIO_SECONDS, _worth_compacting
+
+    short, long_ = tmp_path / "short.wav", tmp_path / "long.wav"
+    sf.write(short, np.zeros(16000 * 30, np.float32), 16000)
+    sf.write(long_, np.zeros(int(16000 * (COMPACT_MIN_AUDIO_SECONDS + 1)), np.float32), 16000)
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"not audio")
+    assert not _worth_compacting([short, broken])
+    assert _worth_compacting([long_]) and _worth_compacting([short] * 5)
