@@ -117,9 +117,17 @@ def cli_command(cli: str | None) -> list[str]:
     return [sys.executable, "-m", "cli"]
 
 
+class SideFailed(RuntimeError):
+    """A side's process ended badly; ``wall`` and ``peak_gb`` say how far it got."""
+
+    def __init__(self, message: str, wall: float, peak_gb: float, killed: bool):
+        super().__init__(message)
+        self.wall, self.peak_gb, self.killed = wall, peak_gb, killed
+
+
 def run_timed(cmd, *, env, cwd=None, load_marker: re.Pattern):
     """Run ``cmd``; returns (wall seconds, seconds after the stderr line matching load_marker or None,
-    stdout, stderr)."""
+    stdout, stderr, peak resident memory in GB)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, text=True)
     err_lines, marked = [], []
@@ -133,12 +141,16 @@ def run_timed(cmd, *, env, cwd=None, load_marker: re.Pattern):
     reader = threading.Thread(target=read_err)
     reader.start()
     out = proc.stdout.read()
-    proc.wait()
+    # wait4 rather than wait: the child's own peak memory (ru_maxrss, KiB on Linux).
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
     end = time.perf_counter()
+    peak_gb = usage.ru_maxrss / 2**20
     if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed (rc {proc.returncode}): {''.join(err_lines)[-2000:]}")
-    return end - t0, (end - marked[0]) if marked else None, out, "".join(err_lines)
+        raise SideFailed(f"{cmd[0]} failed (rc {proc.returncode}): {''.join(err_lines)[-2000:]}", end - t0,
+                         peak_gb, killed=proc.returncode < 0)
+    return end - t0, (end - marked[0]) if marked else None, out, "".join(err_lines), peak_gb
 
 
 TOKEN_WORD = re.compile(r"w\d{6}abcdefghijklmn")     # every generated token is one such word
@@ -178,13 +190,14 @@ def run_ours(cli, wav: Path, model: Path, precision: str, help_text: str, thread
     if "--overwrite" in help_text:
         cmd.append("--overwrite")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    wall, after_load, _, err = run_timed(cmd, env=env, cwd=ROOT, load_marker=OURS_LOADED)
+    wall, after_load, _, err, peak_gb = run_timed(cmd, env=env, cwd=ROOT, load_marker=OURS_LOADED)
     data = json.loads(next(out_dir.glob("*.json")).read_text())
     said = [line.strip() for line in err.splitlines() if OURS_LOADED.search(line)]
     tokens = sum(count_tokens(s["text"]) for s in data["segments"]) if data["segments"] else count_tokens(data["text"])
     # What the chunks would give at the engine's length cap (48 + 15 per second), from the segment spans.
     cap = sum(48 + int(15 * (s["end"] - s["start"])) for s in data["segments"] if s["end"] is not None)
     return {"wall": wall, "after_load": after_load, "tokens": tokens, "segments": len(data["segments"]), "cap": cap,
+            "peak_gb": peak_gb,
             "said": said[0] if said else "(the CLI did not print its device/dtype/threads line)"}
 
 
@@ -227,11 +240,11 @@ def run_official(python: Path, wav: Path, model: Path, precision: str, total_tok
     (work / "cfg.json").write_text(json.dumps({"model": str(model), "audio": str(wav), "dtype": precision,
                                                "total_tokens": total_tokens, "threads": threads}))
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
-    wall, _, out, _ = run_timed([str(python), str(work / "official.py"), str(work / "cfg.json")], env=env,
-                                load_marker=re.compile(r"^$^"))
+    wall, _, out, _, peak_gb = run_timed([str(python), str(work / "official.py"), str(work / "cfg.json")],
+                                         env=env, load_marker=re.compile(r"^$^"))
     line = next(l for l in out.splitlines() if l.startswith("JSON:"))
     r = json.loads(line[5:])
-    r["wall"] = wall
+    r["wall"], r["peak_gb"] = wall, peak_gb
     return r
 
 
@@ -260,7 +273,7 @@ def main():
     print(f"our CLI: {' '.join(cli)}; checkpoint {args.model}; OMP_NUM_THREADS={args.threads} for both sides")
     if args.qwenasr_python is None:
         print("official qwen-asr: skipped (give --qwenasr-python)")
-    rows = []
+    rows, failures = [], []
     for minutes in [float(m) for m in args.lengths.split(",")]:
         wav = espeak_file(minutes)
         for precision in args.dtypes.split(","):
@@ -270,37 +283,51 @@ def main():
             ours = run_ours(cli, wav, args.model, precision, help_text, args.threads)
             print(f"\n{minutes:g} min, {precision}: our CLI said: {ours['said']}")
             print(f"  ours: {ours['wall']:.1f} s end to end, {ours['after_load']:.1f} s after load, "
-                  f"{ours['tokens']} tokens in {ours['segments']} segments", flush=True)
+                  f"{ours['tokens']} tokens in {ours['segments']} segments, peak memory {ours['peak_gb']:.1f} GB",
+                  flush=True)
             if ours["tokens"] < 0.9 * ours["cap"]:
                 print(f"  note: the segments' length caps add up to about {ours['cap']} tokens; fewer came out, so "
                       "our repetition guard stopped random-weight loops early (the official package, given the "
                       "same total, then generates as many tokens as we output; we generated a few more)")
-            rows.append((minutes, precision, "ours (CLI)", ours["wall"], ours["after_load"], ours["tokens"]))
+            rows.append((minutes, precision, "ours (CLI)", ours["wall"], ours["after_load"], ours["tokens"],
+                         ours["peak_gb"]))
             if args.before_thread_fix:
                 bug = run_ours([sys.executable, "-c", THREAD_BUG_CLI], wav, args.model, precision, help_text,
                                args.threads)
                 print(f"  ours, VAD pins 1 thread (before the fix): {bug['wall']:.1f} s end to end, "
                       f"{bug['after_load']:.1f} s after load, {bug['tokens']} tokens", flush=True)
-                rows.append((minutes, precision, "ours, 1-thread bug", bug["wall"], bug["after_load"], bug["tokens"]))
+                rows.append((minutes, precision, "ours, 1-thread bug", bug["wall"], bug["after_load"], bug["tokens"],
+                             bug["peak_gb"]))
             if args.qwenasr_python is None or precision == "int8":
                 continue
-            off = run_official(args.qwenasr_python, wav, args.model, precision, ours["tokens"], args.threads)
+            try:
+                off = run_official(args.qwenasr_python, wav, args.model, precision, ours["tokens"], args.threads)
+            except SideFailed as e:   # e.g. killed by the kernel's OOM killer on a long file: a result too
+                why = "killed (signal 9: out of memory?)" if e.killed else "failed"
+                print(f"  official: {why} after {e.wall:.1f} s, peak memory {e.peak_gb:.1f} GB; "
+                      f"{str(e).splitlines()[-1][-300:]}", flush=True)
+                failures.append(f"{minutes:g} min {precision}: official qwen-asr {why} after {e.wall:.0f} s "
+                                f"at {e.peak_gb:.1f} GB; ours finished in {ours['wall']:.0f} s at "
+                                f"{ours['peak_gb']:.1f} GB")
+                continue
             print(f"  official: {off['wall']:.1f} s end to end, load {off['load_s']:.1f} s, transcribe "
                   f"{off['transcribe_s']:.1f} s; {off['chunks']} chunk(s) x max_new_tokens {off['max_new_tokens']}"
                   f" = {off['generated']} tokens generated ({off['text_tokens']} in its text); threads "
-                  f"{off['threads']}, {off['dtype']}, head tied {off['tied']}", flush=True)
+                  f"{off['threads']}, {off['dtype']}, head tied {off['tied']}; peak memory {off['peak_gb']:.1f} GB",
+                  flush=True)
             if off["generated"] != ours["tokens"]:
                 print(f"  note: token totals differ by {off['generated'] - ours['tokens']} "
                       f"({off['chunks']} chunks cannot split {ours['tokens']} evenly)")
-            rows.append((minutes, precision, "official qwen-asr", off["wall"], off["transcribe_s"], off["generated"]))
+            rows.append((minutes, precision, "official qwen-asr", off["wall"], off["transcribe_s"], off["generated"],
+                         off["peak_gb"]))
 
     print(f"\n{'minutes':>7s} {'precision':10s} {'side':18s} {'e2e s':>8s} {'e2e a-s/s':>10s} "
-          f"{'post-load s':>11s} {'a-s/s':>7s} {'tokens':>7s}")
-    for minutes, prec, side, wall, after, tok in rows:
+          f"{'post-load s':>11s} {'a-s/s':>7s} {'tokens':>7s} {'peak GB':>7s}")
+    for minutes, prec, side, wall, after, tok, peak in rows:
         print(f"{minutes:7g} {prec:10s} {side:18s} {wall:8.1f} {minutes * 60 / wall:10.2f} "
-              f"{after:11.1f} {minutes * 60 / after:7.2f} {tok:7d}")
+              f"{after:11.1f} {minutes * 60 / after:7.2f} {tok:7d} {peak:7.1f}")
     by_key = {(r[0], r[1], r[2]): r for r in rows}
-    for minutes, prec, side, wall, after, _ in rows:
+    for minutes, prec, side, wall, after, *_ in rows:
         off = by_key.get((minutes, prec, "official qwen-asr"))
         if side == "ours (CLI)" and (bug := by_key.get((minutes, prec, "ours, 1-thread bug"))):
             print(f"{minutes:g} min {prec}: the thread fix: end to end {bug[3] / wall:.2f}x, "
@@ -308,6 +335,8 @@ def main():
         if side.startswith("ours") and off:
             print(f"{minutes:g} min {prec}: {side} / official speed: end to end {off[3] / wall:.2f}x, "
                   f"after load {off[4] / after:.2f}x")
+    for failure in failures:
+        print(failure)
 
 
 if __name__ == "__main__":
