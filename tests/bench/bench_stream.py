@@ -255,6 +255,9 @@ def main():
     parser.add_argument("--minutes", type=float, default=10.0, help="stream length (default 10)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--quantize", choices=["int8"], help="CPU int8 weights (engine.load(quantize=...))")
+    parser.add_argument("--no-compact-weights", action="store_true",
+                        help="keep float weights (engine.load(compact_weights=False)); compact weights apply "
+                             "to bf16-stored checkpoints on CPUs without bf16 hardware")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--checkpoint", help="a model folder to use instead of the cached random 0.6B one")
     parser.add_argument("--block", type=float, default=0.25, help="seconds of stream per engine step (0.25)")
@@ -277,8 +280,9 @@ def main():
     model_dir = args.checkpoint or real_size_checkpoint()
     t = time.perf_counter()
     eng = engine.load(model_dir, device=args.device, dtype=args.dtype,
-                      **({"quantize": args.quantize} if args.quantize else {}))
-    print(f"model {model_dir} on {eng.device} in {eng.dtype}{' int8' if args.quantize else ''}, loaded in {time.perf_counter() - t:.1f} s; "
+                      **({"quantize": args.quantize} if args.quantize else {}),
+                      **({"compact_weights": False} if args.no_compact_weights else {}))
+    print(f"model {model_dir} on {eng.device} in {eng.dtype}{' int8' if args.quantize else ''}{', compact weights' if eng.net.compact_projections else ''}, loaded in {time.perf_counter() - t:.1f} s; "
           f"torch threads {torch.get_num_threads()}")
     if eng.device == "cpu":
         from engine.network.loading import cpu_description
