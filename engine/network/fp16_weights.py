@@ -8,7 +8,7 @@ decode step on a CPU is bound by reading the weights. fbgemm's fp16 GEMM
 the activations stay float32, the products and sums are float32. A bfloat16 value has 8
 significant bits and a float16 11, so once a row is multiplied by a power of two (which
 changes no mantissa bit) to sit at the top of float16's range, each of its bfloat16 values
-is exactly a float16 down to 2^-32 of the row's largest. Every weight is checked: a
+is exactly a float16 down to 2^-31 of the row's largest. Every weight is checked: a
 projection with a single value that does not come back exactly keeps its float path. The
 weights are the same numbers and the math is float32; only the summation order differs, as
 between any two float32 GEMMs (this one agrees with float64 to a few 1e-6 of the output's
@@ -21,8 +21,9 @@ route (``projection.Projection``): one decode row 1.6-1.9x, 2-16 rows 1.7-4x, 64
 rows). Bfloat16 weights on the same CPU (emulated bfloat16) gain more: torch's bfloat16 GEMV
 reads 7-14 GB/s for one row and 1-4 GB/s for 4-16 rows.
 
-Checking and packing take about 0.2 s a layer of the 0.6B model on 2 cores, at load
-(``pack_all``).
+Checking and packing cost load time: fbgemm packs a matrix reading it transposed, one value
+at a time (14-40 ns a value), so the 0.6B decoder's 440M values take 17-21 s on 2 AVX2 cores
+(``pack_all``). ``engine.load(compact_weights=False)`` skips it; the CLI does for short inputs.
 """
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ import torch
 from engine.network import cpu_bf16
 from engine.network.projection import Projection
 
-# float16 holds integers up to 2^15 at full precision: a row's largest value is scaled into
-# [2^14, 2^15), so its smallest exact value is 2^-24 (float16's least subnormal) times 2^8.
+# A row's largest value is scaled into [2^14, 2^15), below float16's largest (65504). float16
+# keeps a bfloat16's 8 significant bits down to 2^-17 (its least subnormal, 2^-24, times 2^7),
+# so the row's values are exact down to 2^-31 of its largest.
 _TOP_EXPONENT = 14
 
 
