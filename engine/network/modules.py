@@ -133,10 +133,7 @@ class Qwen3ASRNetwork(nn.Module):
         shapes = {name: tuple(p.shape) for name, p in self.named_parameters()}
         covered = set()
         for name, params in self.int8_sources().items():
-            q_scale = (int8_weights or {}).get(name)
-            rows, cols = sum(shapes[p][0] for p in params), shapes[params[0]][1]
-            if q_scale is not None and tuple(q_scale[0].shape) == (rows, cols) \
-                    and tuple(q_scale[1].shape) == (rows,):
+            if _fits((int8_weights or {}).get(name), (sum(shapes[p][0] for p in params), shapes[params[0]][1])):
                 covered.update(params)
         return covered
 
@@ -166,7 +163,7 @@ class Qwen3ASRNetwork(nn.Module):
                 return fp16[-1]
             shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
             q_scale = cached.get(name)
-            if q_scale is None or tuple(q_scale[0].shape) != shape or tuple(q_scale[1].shape) != shape[:1]:
+            if not _fits(q_scale, shape):
                 q_scale = fresh[name] = quantize_int8(weights[0] if len(weights) == 1 else torch.cat(weights))
             int8.append(Int8Projection(quantized=q_scale, pack=False))
             return int8[-1]
@@ -192,6 +189,11 @@ class Qwen3ASRNetwork(nn.Module):
         if hasattr(self, "lm_head") and (self.head in int8 or self.head in fp16 or self.head.packed is not None):
             _drop_weight(self.lm_head, device)  # int8 or packed: the plain head is no longer read
         return fresh
+
+
+def _fits(q_scale: tuple[torch.Tensor, torch.Tensor] | None, shape: tuple[int, int]) -> bool:
+    """A cached int8 entry (q, scale) for a projection of ``shape`` [out, in]."""
+    return q_scale is not None and tuple(q_scale[0].shape) == shape and tuple(q_scale[1].shape) == shape[:1]
 
 
 def _drop_weight(linear: nn.Linear, device: torch.device) -> None:
