@@ -54,7 +54,7 @@ def espeak_wav(path: Path, text: str, rate: int = 16000) -> Path:
         pytest.fail("espeak-ng and sox are required (installed by .ci/run)")
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-w", str(raw), text], check=True, capture_output=True)
-    subprocess.run(["sox", str(raw), "-r", str(rate), "-c", "1", "-b", "16", str(path)], check=True)
+    subprocess.run(["sox", "-R", str(raw), "-r", str(rate), "-c", "1", "-b", "16", str(path)], check=True)
     raw.unlink()
     return path
 

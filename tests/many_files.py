@@ -75,7 +75,7 @@ def speech(seconds: float) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         raw, wav = Path(tmp) / "raw.wav", Path(tmp) / "speech.wav"
         subprocess.run(["espeak-ng", "-w", str(raw), SPEECH_TEXT], check=True, capture_output=True)
-        subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True)
+        subprocess.run(["sox", "-R", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True)
         voice, _ = sf.read(wav, dtype="float32")
     return np.resize(voice, int(seconds * 16000)).astype(np.float32)
 

@@ -37,10 +37,15 @@ def wer(refs: list[str], hyps: list[str]) -> float:
 
 
 def speak(text: str, voice: str = "en", speed: int = 165) -> np.ndarray:
-    """``text`` spoken by espeak-ng, 16 kHz mono float32, leading/trailing silence trimmed."""
+    """``text`` spoken by espeak-ng, 16 kHz mono float32, leading/trailing silence trimmed.
+
+    sox dithers when it writes 16-bit samples after an effect, with a new random seed each run;
+    ``-R`` fixes the seed, so the same text gives the same samples in every run (with random
+    dither the 10-minute recording's WER moved by up to 1.3 points from run to run).
+    """
     wav = subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", text],
                          capture_output=True, check=True).stdout
-    raw = subprocess.run(["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e",
+    raw = subprocess.run(["sox", "-R", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e",
                           "signed", "-", "gain", "-n", "-3"], input=wav, capture_output=True, check=True).stdout
     x = np.frombuffer(raw, np.int16).astype(np.float32) / 32768.0
     loud = np.flatnonzero(np.abs(x) > 0.01)

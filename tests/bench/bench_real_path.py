@@ -83,7 +83,7 @@ def espeak_file(minutes: float, seed: int = 0) -> Path:
         for i, text in enumerate(SENTENCES):
             raw, conv = Path(tmp) / f"{i}.wav", Path(tmp) / f"{i}_16k.wav"
             subprocess.run(["espeak-ng", "-s", str(150 + 10 * (i % 4)), "-w", str(raw), text], check=True)
-            subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(conv)], check=True)
+            subprocess.run(["sox", "-R", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(conv)], check=True)
             with wave.open(str(conv)) as w:
                 pool.append(np.frombuffer(w.readframes(w.getnframes()), np.int16))
     total = int(minutes * 60 * 16000)

@@ -87,7 +87,7 @@ def speak(text: str, index: int) -> np.ndarray:
             raise SystemExit("espeak-ng and sox are needed to make the synthetic stream")
         raw = path.with_suffix(".raw.wav")
         subprocess.run(["espeak-ng", "-w", str(raw), text], check=True, capture_output=True)
-        subprocess.run(["sox", str(raw), "-r", str(SR), "-c", "1", "-b", "16", str(path)], check=True)
+        subprocess.run(["sox", "-R", str(raw), "-r", str(SR), "-c", "1", "-b", "16", str(path)], check=True)
         raw.unlink()
     with wave.open(str(path)) as w:
         audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768

@@ -44,7 +44,7 @@ def ensure_display() -> subprocess.Popen | None:
 def speak(path: Path, text: str) -> Path:
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-w", str(raw), text], check=True, capture_output=True)
-    subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path)], check=True)
+    subprocess.run(["sox", "-R", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path)], check=True)
     raw.unlink()
     return path
 
