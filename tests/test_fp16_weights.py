@@ -81,6 +81,22 @@ def test_float32_outputs_agree_with_f_linear(rows, shape, fp16_on):
 
 
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+@pytest.mark.parametrize("rows", [1, 5, 40])
+def test_a_weight_packed_in_row_slices_gives_the_same_outputs(rows, monkeypatch, fp16_on):
+    """A weight taller than PACK_ROWS (the LM head) is packed and run as several fbgemm matrices."""
+    monkeypatch.setattr(fp16_weights, "PACK_ROWS", 64)
+    w = bf16_valued(200, 96, seed=5)
+    proj = packed(w)
+    assert len(proj.packed) == 4                       # 64 + 64 + 64 + 8 rows
+    x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
+    assert torch.allclose(proj(x), F.linear(x, w), rtol=1e-5, atol=1e-6)
+    whole = Fp16Projection(w)
+    monkeypatch.setattr(fp16_weights, "PACK_ROWS", 8192)
+    whole.pack()
+    assert len(whole.packed) == 1 and torch.equal(proj(x), whole(x))   # same sums, per output column
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
 def test_bfloat16_activations_come_back_bfloat16(fp16_on):
     w = bf16_valued(128, 64).bfloat16()
     x = torch.randn(5, 64).bfloat16()
@@ -137,10 +153,10 @@ def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path
     clips = [clip(2.0, 1), clip(6.0, 2)]
     first = engine.load(bf16_checkpoint, dtype="float32").generate(clips, max_new_tokens=12)
 
-    def broken(self, scaled=None):
+    def broken(rows):
         raise RuntimeError("no fbgemm today")
 
-    monkeypatch.setattr(Fp16Projection, "pack", broken)
+    monkeypatch.setattr(fp16_weights, "pack_rows", broken)
     with pytest.warns(UserWarning, match="fp16 weight packing failed"):
         again = engine.load(shutil.copytree(bf16_checkpoint, tmp_path / "m"), dtype="float32").generate(
             clips, max_new_tokens=12)
@@ -168,3 +184,36 @@ def test_cli_compacts_only_for_enough_audio(tmp_path):
     broken.write_bytes(b"not audio")
     assert not _worth_compacting([short, broken])
     assert _worth_compacting([long_]) and _worth_compacting([short] * 5)
+
+
+@pytest.fixture(scope="module")
+def tied_bf16_checkpoint(tmp_path_factory):
+    """As Qwen3-ASR-0.6B: bfloat16, the LM head tied to the token embedding."""
+    return build_checkpoint(tmp_path_factory.mktemp("tiny-asr-bf16-tied"), seed=4, tie=True, dtype=torch.bfloat16)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_tied_head_in_float16_keeps_transformers_tokens_and_one_copy(tied_bf16_checkpoint, fp16_on):
+    eng = engine.load(tied_bf16_checkpoint, device="cpu", dtype="float32")
+    lm, head = eng.net.language_model, eng.net.head
+    assert isinstance(lm.embed_tokens, fp16_weights.CompactEmbedding) and head.packed is not None
+    assert lm.embed_tokens.values.dtype == torch.float16
+    # the float32 matrix is gone: no parameter or buffer holds vocabulary x hidden float32 values
+    shape = lm.embed_tokens.values.shape
+    assert not [n for n, t in [*eng.net.named_parameters(), *eng.net.named_buffers()]
+                if t.shape == shape and t.dtype == torch.float32]
+    for seconds in (1.0, 8.1):
+        audio = clip(seconds, int(seconds * 7))
+        assert eng.generate([audio], max_new_tokens=24)[0] == \
+            reference_generate(tied_bf16_checkpoint, audio, max_new_tokens=24)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_compact_embedding_looks_up_the_checkpoint_values_exactly(tied_bf16_checkpoint, dtype, fp16_on):
+    compact = engine.load(tied_bf16_checkpoint, device="cpu", dtype=dtype).net.language_model.embed_tokens
+    plain = engine.load(tied_bf16_checkpoint, device="cpu", dtype=dtype, compact_weights=False).net.language_model
+    ids = torch.arange(plain.embed_tokens.weight.shape[0])
+    looked_up = compact(ids)
+    assert looked_up.dtype == plain.embed_tokens.weight.dtype
+    assert torch.equal(looked_up, plain.embed_tokens(ids))

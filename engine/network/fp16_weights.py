@@ -21,9 +21,14 @@ route (``projection.Projection``): one decode row 1.6-1.9x, 2-16 rows 1.7-4x, 64
 rows). Bfloat16 weights on the same CPU (emulated bfloat16) gain more: torch's bfloat16 GEMV
 reads 7-14 GB/s for one row and 1-4 GB/s for 4-16 rows.
 
-Checking and packing cost load time: fbgemm packs a matrix reading it transposed, one value
-at a time (14-40 ns a value), so the 0.6B decoder's 440M values take 17-21 s on 2 AVX2 cores
-(``pack_all``). ``engine.load(compact_weights=False)`` skips it; the CLI does for short inputs.
+Checking and packing cost load time: fbgemm packs a matrix reading it transposed, 7-20 ns a
+value for the decoder's shapes (``PACK_ROWS``), so the 0.6B decoder and its LM head take
+8.6-10.4 s on 2 AVX2 cores (``pack_all``; a load of 17.3 s against 7.3-7.8 s without).
+``engine.load(compact_weights=False)`` skips it; the CLI does for short inputs.
+
+A tied LM head (the 0.6B's) is compacted too, and the token embedding then looks its rows up
+in the same float16 values (``CompactEmbedding``): the pair takes the memory the float32
+matrix took, and a decode step reads 311 MB for the head instead of 622 MB.
 """
 from __future__ import annotations
 
@@ -37,6 +42,12 @@ import torch
 from engine.network import cpu_bf16
 from engine.network.projection import Projection
 
+# Rows packed as one fbgemm matrix. fbgemm packs reading the weight transposed, one value of each
+# row in turn, so the rows being read must stay in a core's cache: the 151936-row LM head packed
+# in one piece took 11.1 s on one AVX2 core, in 8192-row slices 2.4 s. Each slice is one more
+# GEMM call per step (the head's one decode row: 19.4 -> 21.1 ms); decoder projections are
+# smaller than a slice and stay one matrix.
+PACK_ROWS = 8192
 # A row's largest value is scaled into [2^14, 2^15), below float16's largest (65504). float16
 # keeps a bfloat16's 8 significant bits down to 2^-17 (its least subnormal, 2^-24, times 2^7),
 # so the row's values are exact down to 2^-31 of its largest.
@@ -93,11 +104,16 @@ class Fp16Projection:
     checkpoint's values, see the module docstring) and float32 math; callable like
     ``Projection``, which it stays for a weight that is not exact in float16."""
 
-    def __init__(self, weight: torch.Tensor):
-        self.fallback: Projection | None = Projection.for_device(weight)
+    def __init__(self, weight: torch.Tensor, tied: bool = False):
+        # tied: the LM head that shares the embedding's matrix. Its float path must stay the
+        # plain shared weight (no packed copy), and packing keeps the scaled float16 values
+        # for the embedding to look rows up in (``CompactEmbedding``).
+        self.fallback: Projection | None = Projection(weight) if tied else Projection.for_device(weight)
+        self.tied = tied
         self.out_features = weight.shape[0]
         self.packed = None
         self.inverse_scale: torch.Tensor | None = None    # [out] float32
+        self.values: torch.Tensor | None = None           # [out, in] float16, a tied head's only
 
     def pack(self, scaled: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """Hand the weight to fbgemm (``scaled``: ``scale_exactly``'s result, when already
@@ -105,15 +121,49 @@ class Fp16Projection:
         if scaled is None:
             scaled = scale_exactly(self.fallback.weight)
         if scaled is not None:
-            self.packed = torch.ops.quantized.linear_prepack_fp16(scaled[0], None)
-            self.inverse_scale = scaled[1]
-            self.fallback = None       # the packed copy holds the weights: half the bytes
+            self.adopt([pack_rows(rows) for rows in scaled[0].split(PACK_ROWS)], scaled)
+
+    def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Take the packed slices of ``scaled`` (``PACK_ROWS`` rows each, in order)."""
+        self.packed, self.inverse_scale = slices, scaled[1]
+        if self.tied:
+            self.values = torch.cat([rows.half() for rows in scaled[0].split(PACK_ROWS)])
+        self.fallback = None       # the packed copy holds the weights: half the bytes
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
         if self.packed is None:
             return self.fallback(x)
-        y = torch.ops.quantized.linear_dynamic_fp16(x.float().contiguous(), self.packed)   # float32
+        x32 = x.float().contiguous()
+        if len(self.packed) == 1:
+            y = torch.ops.quantized.linear_dynamic_fp16(x32, self.packed[0])                 # float32
+        else:
+            y = torch.cat([torch.ops.quantized.linear_dynamic_fp16(x32, p) for p in self.packed], dim=-1)
         return y.mul_(self.inverse_scale).to(x.dtype)
+
+
+class CompactEmbedding(torch.nn.Module):
+    """The token embedding of a tied, compacted LM head: the rows the head's fp16 pack was made
+    from, float16 times a power of two per row, looked up and scaled back exactly.
+
+    A tied head used to stay float32 (a packed copy beside the float32 embedding would add
+    a third of the model's size): 622 MB read at every decode step of the 0.6B, two fifths of
+    its bytes. With the embedding in float16 too, the pair takes the same memory as the float32
+    matrix alone and a decode step reads half as much for the head."""
+
+    def __init__(self, values: torch.Tensor, inverse_scale: torch.Tensor, dtype: torch.dtype):
+        super().__init__()
+        self.register_buffer("values", values, persistent=False)                # [vocab, hidden] float16
+        self.register_buffer("inverse_scale", inverse_scale, persistent=False)  # [vocab] float32
+        self.dtype = dtype
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:          # ids: [tokens] -> [tokens, hidden]
+        rows = self.values[ids].float()                             # exact: float16 -> float32
+        return rows.mul_(self.inverse_scale[ids].unsqueeze(-1)).to(self.dtype)   # a power of two: exact
+
+
+def pack_rows(rows: torch.Tensor):
+    """fbgemm's packed float16 form of ``rows`` [n, in] (float32 values exact in float16)."""
+    return torch.ops.quantized.linear_prepack_fp16(rows.contiguous(), None)
 
 
 def pack_all(projections: list[Fp16Projection]) -> None:
@@ -129,10 +179,10 @@ def pack_all(projections: list[Fp16Projection]) -> None:
     with ThreadPoolExecutor(workers, thread_name_prefix="fp16-pack") as pool:
         for start in range(0, len(projections), workers):
             batch = [(p, scale_exactly(p.fallback.weight)) for p in projections[start:start + workers]]
-            jobs = [(p, pool.submit(p.pack, scaled)) for p, scaled in batch if scaled is not None]
-            for proj, job in jobs:
+            jobs = [(p, scaled, [pool.submit(pack_rows, rows) for rows in scaled[0].split(PACK_ROWS)])
+                    for p, scaled in batch if scaled is not None]
+            for proj, scaled, slices in jobs:
                 try:
-                    job.result()
+                    proj.adopt([job.result() for job in slices], scaled)
                 except Exception as e:     # the float weight is kept until packing succeeds
                     warnings.warn(f"fp16 weight packing failed ({e}); using the float32 path", stacklevel=2)
-                    proj.packed = None

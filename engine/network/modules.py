@@ -148,7 +148,7 @@ class Qwen3ASRNetwork(nn.Module):
         found there with the right shape is not quantized again. ``compact``: bfloat16-valued
         weights in 2 bytes where ``fp16_weights.stores_as_fp16`` says so. Returns what was
         quantized here, for the cache (empty when nothing was)."""
-        from engine.network.fp16_weights import Fp16Projection, pack_all, stores_as_fp16
+        from engine.network.fp16_weights import CompactEmbedding, Fp16Projection, pack_all, stores_as_fp16
         from engine.network.projection import Int8Projection, Projection, pack_int8, quantize_int8
 
         cached, fresh, int8, fp16 = int8_weights or {}, {}, [], []
@@ -177,17 +177,29 @@ class Qwen3ASRNetwork(nn.Module):
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 _drop_weight(lin, device)
+        tied = False
         if hasattr(self, "lm_head"):
-            # The LM head is the largest single read of a decode step. A tied head stays plain:
-            # packing it would keep a second copy of the embedding matrix.
+            # The LM head is the largest single read of a decode step. A tied head stays plain
+            # (packing it would keep a second copy of the embedding matrix), unless compact
+            # weights hold both in float16: then the pair costs what the float32 matrix did.
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
-            self.head = Projection(weight) if tied and not quantize else project("head", weight)
+            if tied and not quantize and compact and stores_as_fp16(weight):
+                fp16.append(Fp16Projection(weight, tied=True))
+                self.head = fp16[-1]
+            else:
+                self.head = Projection(weight) if tied and not quantize else project("head", weight)
         pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
         pack_all(fp16)      # at once: packing beside running torch ops oversubscribes the cores
         self.compact_projections = sum(p.packed is not None for p in fp16)
-        if hasattr(self, "lm_head") and (self.head in int8 or self.head in fp16 or self.head.packed is not None):
-            _drop_weight(self.lm_head, device)  # int8 or packed: the plain head is no longer read
+        if tied and getattr(self.head, "values", None) is not None:
+            lm = self.language_model
+            lm.embed_tokens = CompactEmbedding(self.head.values, self.head.inverse_scale, lm.norm.weight.dtype)
+            self.head.values = None          # the embedding holds them; the float32 matrix goes
+        # int8 or packed: the plain head is no longer read (a tied head left unpacked still is)
+        if hasattr(self, "lm_head") and not (tied and self.head in fp16 and self.head.packed is None) and (
+                self.head in int8 or self.head in fp16 or self.head.packed is not None):
+            _drop_weight(self.lm_head, device)
         return fresh
 
 

@@ -101,7 +101,7 @@ class ModelRunner:
         self.cache = cache
         self.device = device
         self.pad_buckets = pad_buckets
-        self.backend = attention or attention_backend(device, net.language_model.embed_tokens.weight.dtype)
+        self.backend = attention or attention_backend(device, net.language_model.norm.weight.dtype)
         self.attention = attention_function(self.backend)
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
         self.graphs = None
