@@ -118,10 +118,12 @@ def plan_outputs(args):
 
 
 # Compact weights (engine/network/fp16_weights.py) make float32 decoding 1.4-1.6x faster on
-# CPUs without bfloat16 hardware but take ~17 s more to load on 2 cores; measured with the
-# 0.6B model on 2 AVX2 cores, the CLI broke even on a 1-minute file (56.3 s both ways) and
-# gained 1.26x end to end on a 5-minute one. The app loads once and keeps them on.
-COMPACT_MIN_AUDIO_SECONDS = 120.0
+# CPUs without bfloat16 hardware but take ~10 s more to load on 2 cores. Measured with the
+# 0.6B dims (random weights) on 2 AVX2 cores, end to end: a 6 s file 24 s float, 27-30 s
+# compact; a 1-minute file 66.9 s float, 51.6 s compact. Random weights decode more tokens per
+# second of audio than speech does, so the bar sits above their break-even (~20 s). The app
+# loads once and keeps them on.
+COMPACT_MIN_AUDIO_SECONDS = 60.0
 
 
 def _worth_compacting(files) -> bool:
