@@ -188,7 +188,7 @@ def test_cli_compacts_only_for_enough_audio(tmp_path):
 
 @pytest.fixture(scope="module")
 def tied_bf16_checkpoint(tmp_path_factory):
-    """As Qwen3-ASR-0.6B: bfloat16, the LM head tied to the token embedding."""
+    """Stored in bfloat16, the LM head tied to the token embedding (no lm_head.weight in the file)."""
     return build_checkpoint(tmp_path_factory.mktemp("tiny-asr-bf16-tied"), seed=4, tie=True, dtype=torch.bfloat16)
 
 

@@ -26,7 +26,7 @@ value for the decoder's shapes (``PACK_ROWS``), so the 0.6B decoder and its LM h
 8.6-10.4 s on 2 AVX2 cores (``pack_all``; a load of 17.3 s against 7.3-7.8 s without).
 ``engine.load(compact_weights=False)`` skips it; the CLI does for short inputs.
 
-A tied LM head (the 0.6B's) is compacted too, and the token embedding then looks its rows up
+A tied LM head is compacted too, and the token embedding then looks its rows up
 in the same float16 values (``CompactEmbedding``): the pair takes the memory the float32
 matrix took, and a decode step reads 311 MB for the head instead of 622 MB.
 """
