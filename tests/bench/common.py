@@ -20,11 +20,18 @@ CACHE = Path(os.environ.get("QWEN3_ASR_BENCH_CACHE", Path.home() / ".cache" / "q
 
 
 def real_size_checkpoint() -> Path:
-    """A random checkpoint with the real Qwen3-ASR-0.6B dimensions, built once and cached."""
-    path = CACHE / "qwen3-asr-0.6b-random"
+    """A random checkpoint with the real Qwen3-ASR-0.6B dimensions, built once and cached.
+
+    Stored in bfloat16, as published checkpoints are, so the benchmarks load what users load:
+    on CPUs without bfloat16 hardware the engine then keeps these weights compact
+    (engine/network/fp16_weights.py), which a float32-stored checkpoint would hide. The LM head
+    is its own matrix: random weights with a tied head repeat the token just read (its logit
+    is the embedding's squared norm), and a stream of repeats would accept every draft token.
+    A decode step reads as many bytes either way."""
+    path = CACHE / "qwen3-asr-0.6b-random-bf16"
     if not (path / "model.safetensors").is_file():
-        print(f"building a 0.6B-dimension random checkpoint in {path} (once, ~20 s, 2.4 GB)...", flush=True)
-        build_checkpoint(path, dims=REAL_0_6B, seed=0)
+        print(f"building a 0.6B-dimension random checkpoint in {path} (once, ~40 s, 1.9 GB)...", flush=True)
+        build_checkpoint(path, dims=REAL_0_6B, seed=0, dtype=torch.bfloat16)
     return path
 
 
