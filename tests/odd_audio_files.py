@@ -34,6 +34,31 @@ def two_track(path: Path, speech: np.ndarray, fmt: str, codec: str, default_seco
     return path
 
 
+def surround(path: Path, speech: np.ndarray, channels: int, tracks: int = 1) -> Path:
+    """A Matroska file of float32 PCM with ``channels`` channels per track (8 is 7.1): channel c
+    holds ``speech * (c + 1) / channels``. With two tracks the first is silent; none is flagged."""
+    out = av.open(str(path), "w", format="matroska")
+    layout = {6: "5.1", 8: "7.1"}.get(channels, f"{channels}c")
+    streams = [out.add_stream("pcm_f32le", rate=RATE, layout=layout) for _ in range(tracks)]
+    gains = (np.arange(channels, dtype=np.float32) + 1) / channels
+    for stream in streams:
+        stream.disposition = 0
+    for start in range(0, len(speech), 1024):
+        piece = speech[start:start + 1024]
+        for i, stream in enumerate(streams):
+            data = np.zeros_like(piece) if i < tracks - 1 else piece
+            interleaved = (data[:, None] * gains[None, :]).astype(np.float32).reshape(1, -1)
+            frame = av.AudioFrame.from_ndarray(interleaved, format="flt", layout=layout)
+            frame.sample_rate, frame.pts = RATE, start
+            for packet in stream.encode(frame):
+                out.mux(packet)
+    for stream in streams:
+        for packet in stream.encode(None):
+            out.mux(packet)
+    out.close()
+    return path
+
+
 def absurd_level_wav(path: Path, speech: np.ndarray, factor: float = 1e30) -> Path:
     """A float WAV of finite samples far outside [-1, 1]."""
     sf.write(str(path), speech.astype(np.float32) * np.float32(factor), RATE, subtype="FLOAT")

@@ -91,6 +91,27 @@ def test_without_default_flag_the_first_track_with_sound_is_used(tmp_path, speec
     assert notes and notes[0].startswith("audio track 2 of 2 used (the first with sound")
 
 
+@pytest.mark.parametrize("channels,tracks", [(2, 1), (6, 1), (8, 1), (10, 1), (8, 2)])
+def test_surround_tracks_of_8_and_more_channels_load(channels, tracks, tmp_path, speech):
+    """A 7.1 track (8 channels) used to kill the process with a segmentation fault inside PyAV
+    (engine.audio.frames), so it is loaded in a child process: a crash fails this test alone."""
+    from odd_audio_files import surround
+
+    path = surround(tmp_path / f"s{channels}.mkv", speech[:16000 * 2], channels, tracks)
+    code = ("import json, sys; from engine.audio.decode import load_audio; notes = []; "
+            "a = load_audio(sys.argv[1], notes); print(json.dumps({'audio': a.tolist(), 'notes': notes}))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-1500:]}"
+    result = json.loads(proc.stdout.splitlines()[-1])
+    audio = np.array(result["audio"], np.float32)
+    # the mono mix is the mean of the channels: speech * (channels + 1) / (2 * channels)
+    np.testing.assert_allclose(audio, speech[:len(audio)] * (channels + 1) / (2 * channels), atol=1e-5)
+    assert len(audio) == 16000 * 2
+    if tracks == 2:
+        assert result["notes"] and result["notes"][0].startswith("audio track 2 of 2 used (the first with sound")
+
+
 def test_json_export_says_which_track(tmp_path, speech, tiny_model_dir, capsys):
     from cli.main import main
 

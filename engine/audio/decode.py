@@ -23,6 +23,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from engine.audio.frames import packed_converter, packed_mono
 from engine.audio.tracks import TrackChoice, choose_audio_track
 from engine.errors import AudioLoadError
 
@@ -385,14 +386,14 @@ def _pyav_native_blocks(path: Path, block_seconds: float,
                 if converter is None and frames:
                     rate = int(frames[0].sample_rate)
                     block_frames = max(1, int(block_seconds * rate))
-                    converter = av.AudioResampler(format="fltp", layout=frames[0].layout, rate=rate)
-                planes = [out.to_ndarray() for frame in frames for out in converter.resample(frame)]
+                    converter = packed_converter(frames[0], rate)   # packed: see engine.audio.frames
+                monos = [packed_mono(out) for frame in frames for out in converter.resample(frame)]
             except Exception:  # one corrupt packet should not lose the whole file
                 bad_packets += 1
                 continue
-            for plane in planes:
-                pending.append(plane.mean(axis=0, dtype=np.float32))
-                pending_len += plane.shape[1]
+            for mono in monos:
+                pending.append(mono)
+                pending_len += len(mono)
             if pending_len >= block_frames:
                 block = np.concatenate(pending)
                 _check_finite(path, block)
@@ -401,8 +402,7 @@ def _pyav_native_blocks(path: Path, block_seconds: float,
                 yield rate, block
         if converter is not None:
             try:
-                pending.extend(out.to_ndarray().mean(axis=0, dtype=np.float32)
-                               for out in converter.resample(None))
+                pending.extend(packed_mono(out) for out in converter.resample(None))
             except Exception:
                 pass  # nothing buffered worth failing over
         if pending:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import av
 import numpy as np
 
+from engine.audio.frames import packed_converter, packed_samples
+
 # How much of a track is decoded to decide it holds sound, and what counts as sound
 # (a peak above -60 dBFS; digital silence and dither stay below it).
 PROBE_SECONDS = 60.0
@@ -76,17 +78,15 @@ def _has_sound(path, stream_index: int) -> bool:
     try:
         with av.open(os.fspath(path), mode="r") as container:
             stream = container.streams[stream_index]
-            seen = 0.0
+            seen, converter = 0.0, None
             for packet in container.demux(stream):
                 for frame in packet.decode():
-                    samples = frame.to_ndarray()
-                    if samples.size and np.issubdtype(samples.dtype, np.integer):
-                        scale = float(np.iinfo(samples.dtype).max)
-                        peak = float(np.max(np.abs(samples.astype(np.float64)))) / scale
-                    else:
-                        peak = float(np.max(np.abs(samples))) if samples.size else 0.0
-                    if peak > SOUND_PEAK:
-                        return True
+                    # Read through packed float32, never the decoder's frame: engine.audio.frames.
+                    converter = converter or packed_converter(frame)
+                    for out in converter.resample(frame):
+                        samples = packed_samples(out)
+                        if samples.size and float(np.max(np.abs(samples))) > SOUND_PEAK:
+                            return True
                     seen += frame.samples / float(frame.sample_rate or 1)
                 if seen >= PROBE_SECONDS:
                     return False
