@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bad_model_cases import CASES, make_case  # noqa: E402
-from odd_audio_files import absurd_level_wav, fifo, long_name, symlink, two_track  # noqa: E402
+from odd_audio_files import absurd_level_wav, fifo, long_name, surround, symlink, two_track  # noqa: E402
 
 LOOPING_CLI = r"""
 import sys
@@ -117,6 +117,8 @@ def audio_rows(root: Path, good: Path, speech: Path, timeout: float):
          two_track(folder / "film.mkv", samples, "matroska", "pcm_s16le"), "json"),
         ("MP4: silent track 1, speech on track 2, no default flag",
          two_track(folder / "clip.mp4", samples, "mp4", "aac", default_second=False), "json"),
+        ("MKV: a 7.1 track (8 channels; crashed the process before 445e3db)",
+         surround(folder / "surround.mkv", samples, 8), "json"),
         ("float WAV, speech x 1e30", absurd_level_wav(folder / "loud.wav", samples), "json"),
         ("255-byte file name (UTF-8)", long_name(folder, speech, "日"), "json"),
     ]
