@@ -34,12 +34,14 @@ def two_track(path: Path, speech: np.ndarray, fmt: str, codec: str, default_seco
     return path
 
 
-def surround(path: Path, speech: np.ndarray, channels: int, tracks: int = 1) -> Path:
-    """A Matroska file of float32 PCM with ``channels`` channels per track (8 is 7.1): channel c
-    holds ``speech * (c + 1) / channels``. With two tracks the first is silent; none is flagged."""
+def surround(path: Path, speech: np.ndarray, channels: int, tracks: int = 1, codec: str = "pcm_f32le") -> Path:
+    """A Matroska file with ``channels`` channels per track (8 is 7.1): channel c holds
+    ``speech * (c + 1) / channels``. With two tracks the first is silent; none is flagged.
+    ``codec``: float32 PCM (decoded to packed samples) or "aac" (decoded to planar ones, as
+    film tracks are)."""
     out = av.open(str(path), "w", format="matroska")
     layout = {6: "5.1", 8: "7.1"}.get(channels, f"{channels}c")
-    streams = [out.add_stream("pcm_f32le", rate=RATE, layout=layout) for _ in range(tracks)]
+    streams = [out.add_stream(codec, rate=RATE, layout=layout) for _ in range(tracks)]
     gains = (np.arange(channels, dtype=np.float32) + 1) / channels
     for stream in streams:
         stream.disposition = 0

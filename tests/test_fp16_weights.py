@@ -164,6 +164,24 @@ def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path
 
 
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_bfloat16_load_where_onednn_takes_the_plain_weight(bf16_checkpoint, monkeypatch, fp16_on):
+    """On AVX-512 CPUs without native bfloat16 (Skylake-SP, Cascade Lake) Projection.for_device hands
+    a bfloat16 weight to oneDNN and drops the plain one; the fp16 check still needs it."""
+    from engine.network import projection
+
+    def dropping(cls, weight):
+        proj = cls(weight)
+        if weight.dtype == torch.bfloat16:
+            proj.packed, proj.weight = weight, None    # as oneDNN's reorder leaves it
+        return proj
+
+    monkeypatch.setattr(projection.Projection, "for_device", classmethod(dropping))
+    eng = engine.load(bf16_checkpoint, device="cpu", dtype="bfloat16")
+    assert fp16_projections(eng) and all(p.packed is not None for p in fp16_projections(eng))
+    assert len(eng.generate([clip(2.0, 1)], max_new_tokens=4)[0]) > 0
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
 def test_compact_weights_false_keeps_float_weights(bf16_checkpoint, fp16_on):
     eng = engine.load(bf16_checkpoint, device="cpu", dtype="float32", compact_weights=False)
     assert fp16_projections(eng) == [] and eng.net.compact_projections == 0

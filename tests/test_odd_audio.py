@@ -91,13 +91,16 @@ def test_without_default_flag_the_first_track_with_sound_is_used(tmp_path, speec
     assert notes and notes[0].startswith("audio track 2 of 2 used (the first with sound")
 
 
-@pytest.mark.parametrize("channels,tracks", [(2, 1), (6, 1), (8, 1), (10, 1), (8, 2)])
-def test_surround_tracks_of_8_and_more_channels_load(channels, tracks, tmp_path, speech):
+@pytest.mark.parametrize("channels,tracks,codec", [(2, 1, "pcm_f32le"), (6, 1, "pcm_f32le"), (8, 1, "pcm_f32le"),
+                                                  (10, 1, "pcm_f32le"), (8, 2, "pcm_f32le"), (8, 1, "aac"),
+                                                  (8, 2, "aac")])
+def test_surround_tracks_of_8_and_more_channels_load(channels, tracks, codec, tmp_path, speech):
     """A 7.1 track (8 channels) used to kill the process with a segmentation fault inside PyAV
-    (engine.audio.frames), so it is loaded in a child process: a crash fails this test alone."""
+    (engine.audio.frames), so it is loaded in a child process: a crash fails this test alone.
+    AAC decodes to planar frames, as film tracks do; float32 PCM to packed ones."""
     from odd_audio_files import surround
 
-    path = surround(tmp_path / f"s{channels}.mkv", speech[:16000 * 2], channels, tracks)
+    path = surround(tmp_path / f"s{channels}.mkv", speech[:16000 * 2], channels, tracks, codec)
     code = ("import json, sys; from engine.audio.decode import load_audio; notes = []; "
             "a = load_audio(sys.argv[1], notes); print(json.dumps({'audio': a.tolist(), 'notes': notes}))")
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=REPO,
@@ -106,8 +109,13 @@ def test_surround_tracks_of_8_and_more_channels_load(channels, tracks, tmp_path,
     result = json.loads(proc.stdout.splitlines()[-1])
     audio = np.array(result["audio"], np.float32)
     # the mono mix is the mean of the channels: speech * (channels + 1) / (2 * channels)
-    np.testing.assert_allclose(audio, speech[:len(audio)] * (channels + 1) / (2 * channels), atol=1e-5)
-    assert len(audio) == 16000 * 2
+    expected = speech[:16000 * 2] * (channels + 1) / (2 * channels)
+    if codec == "aac":    # lossy, and its encoder delay shifts the samples: the level and length
+        assert abs(len(audio) - len(expected)) < 16000 * 0.2
+        assert np.sqrt(np.mean(audio ** 2)) == pytest.approx(np.sqrt(np.mean(expected ** 2)), rel=0.2)
+    else:
+        assert len(audio) == len(expected)
+        np.testing.assert_allclose(audio, expected, atol=1e-5)
     if tracks == 2:
         assert result["notes"] and result["notes"][0].startswith("audio track 2 of 2 used (the first with sound")
 

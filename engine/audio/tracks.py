@@ -78,11 +78,13 @@ def _has_sound(path, stream_index: int) -> bool:
     try:
         with av.open(os.fspath(path), mode="r") as container:
             stream = container.streams[stream_index]
-            seen, converter = 0.0, None
+            seen, converter, setup = 0.0, None, None
             for packet in container.demux(stream):
                 for frame in packet.decode():
-                    # Read through packed float32, never the decoder's frame: engine.audio.frames.
-                    converter = converter or packed_converter(frame)
+                    # Read through packed float32 (engine.audio.frames); a frame whose layout or
+                    # rate changed gets a new converter, which would refuse it.
+                    if (frame.layout.name, frame.sample_rate) != setup:
+                        converter, setup = packed_converter(frame), (frame.layout.name, frame.sample_rate)
                     for out in converter.resample(frame):
                         samples = packed_samples(out)
                         if samples.size and float(np.max(np.abs(samples))) > SOUND_PEAK:

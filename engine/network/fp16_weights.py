@@ -45,8 +45,8 @@ from engine.network.projection import Projection
 # Rows packed as one fbgemm matrix. fbgemm packs reading the weight transposed, one value of each
 # row in turn, so the rows being read must stay in a core's cache: the 151936-row LM head packed
 # in one piece took 11.1 s on one AVX2 core, in 8192-row slices 2.4 s. Each slice is one more
-# GEMM call per step (the head's one decode row: 19.4 -> 21.1 ms); decoder projections are
-# smaller than a slice and stay one matrix.
+# GEMM call per step (the head's one decode row: 19.4 -> 21.1 ms); the 0.6B's decoder
+# projections (at most 6144 rows) are smaller than a slice and stay one matrix.
 PACK_ROWS = 8192
 # A row's largest value is scaled into [2^14, 2^15), below float16's largest (65504). float16
 # keeps a bfloat16's 8 significant bits down to 2^-17 (its least subnormal, 2^-24, times 2^7),
@@ -107,8 +107,10 @@ class Fp16Projection:
     def __init__(self, weight: torch.Tensor, tied: bool = False):
         # tied: the LM head that shares the embedding's matrix. Its float path must stay the
         # plain shared weight (no packed copy), and packing keeps the scaled float16 values
-        # for the embedding to look rows up in (``CompactEmbedding``).
-        self.fallback: Projection | None = Projection(weight) if tied else Projection.for_device(weight)
+        # for the embedding to look rows up in (``CompactEmbedding``). The plain weight stays
+        # until packing has failed (``keep_float``): for_device may hand a bfloat16 weight to
+        # oneDNN and drop it, and the check needs it.
+        self.fallback: Projection | None = Projection(weight)
         self.tied = tied
         self.out_features = weight.shape[0]
         self.packed = None
@@ -120,14 +122,21 @@ class Fp16Projection:
         taken); keep the float path where it is not exact in float16."""
         if scaled is None:
             scaled = scale_exactly(self.fallback.weight)
-        if scaled is not None:
+        if scaled is None:
+            self.keep_float()
+        else:
             self.adopt([pack_rows(rows) for rows in scaled[0].split(PACK_ROWS)], scaled)
+
+    def keep_float(self) -> None:
+        """Not packed: the float path, in the layout ``Projection.for_device`` picks (a tied head
+        keeps the embedding's own weight)."""
+        if not self.tied and self.packed is None:
+            self.fallback = Projection.for_device(self.fallback.weight)
 
     def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor]) -> None:
         """Take the packed slices of ``scaled`` (``PACK_ROWS`` rows each, in order)."""
-        self.packed, self.inverse_scale = slices, scaled[1]
-        if self.tied:
-            self.values = torch.cat([rows.half() for rows in scaled[0].split(PACK_ROWS)])
+        values = scaled[0].half() if self.tied else None      # before any field changes
+        self.packed, self.inverse_scale, self.values = slices, scaled[1], values
         self.fallback = None       # the packed copy holds the weights: half the bytes
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
@@ -168,8 +177,8 @@ def pack_rows(rows: torch.Tensor):
 
 def pack_all(projections: list[Fp16Projection]) -> None:
     """Check every weight on this thread and pack the exact ones on a pool of threads, a few at
-    a time: fbgemm packs one matrix on one core (14-40 ns a value), so the pool packs as many
-    at once as there are threads, with this thread waiting meanwhile.
+    a time: fbgemm packs one slice on one core (7-20 ns a value, ``PACK_ROWS``), so the pool
+    packs as many slices at once as there are threads, with this thread waiting meanwhile.
 
     Checking and packing never overlap: the check's torch ops start their own team of threads,
     and beside busy packing threads every team's barrier waits on a thread that has no core
@@ -181,8 +190,12 @@ def pack_all(projections: list[Fp16Projection]) -> None:
             batch = [(p, scale_exactly(p.fallback.weight)) for p in projections[start:start + workers]]
             jobs = [(p, scaled, [pool.submit(pack_rows, rows) for rows in scaled[0].split(PACK_ROWS)])
                     for p, scaled in batch if scaled is not None]
+            for proj, scaled in batch:
+                if scaled is None:
+                    proj.keep_float()
             for proj, scaled, slices in jobs:
                 try:
                     proj.adopt([job.result() for job in slices], scaled)
                 except Exception as e:     # the float weight is kept until packing succeeds
                     warnings.warn(f"fp16 weight packing failed ({e}); using the float32 path", stacklevel=2)
+                    proj.keep_float()
