@@ -161,9 +161,9 @@ def transcribe_command(args) -> int:
         print(f"error: cannot load the model in {args.model}: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        int8 = ", int8 weights" if getattr(eng, "quantize", None) else ""
-        int8 += ", compact weights" if getattr(eng.net, "compact_projections", 0) else ""
-        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{int8} ({_hardware_note(eng)})",
+        weights = ", int8 weights" if getattr(eng, "quantize", None) else ""
+        weights += ", compact weights" if getattr(eng.net, "compact_projections", 0) else ""
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{weights} ({_hardware_note(eng)})",
               file=sys.stderr)
     words = eng.aligner is not None
     jobs = []

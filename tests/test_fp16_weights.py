@@ -90,9 +90,8 @@ def test_a_weight_packed_in_row_slices_gives_the_same_outputs(rows, monkeypatch,
     assert len(proj.packed) == 4                       # 64 + 64 + 64 + 8 rows
     x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
     assert torch.allclose(proj(x), F.linear(x, w), rtol=1e-5, atol=1e-6)
-    whole = Fp16Projection(w)
     monkeypatch.setattr(fp16_weights, "PACK_ROWS", 8192)
-    whole.pack()
+    whole = packed(w)
     assert len(whole.packed) == 1 and torch.equal(proj(x), whole(x))   # same sums, per output column
 
 

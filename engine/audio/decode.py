@@ -386,7 +386,7 @@ def _pyav_native_blocks(path: Path, block_seconds: float,
                 if converter is None and frames:
                     rate = int(frames[0].sample_rate)
                     block_frames = max(1, int(block_seconds * rate))
-                    converter = packed_converter(frames[0], rate)   # packed: see engine.audio.frames
+                    converter = packed_converter(frames[0])   # packed: see engine.audio.frames
                 monos = [packed_mono(out) for frame in frames for out in converter.resample(frame)]
             except Exception:  # one corrupt packet should not lose the whole file
                 bad_packets += 1

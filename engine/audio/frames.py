@@ -17,9 +17,9 @@ import av
 import numpy as np
 
 
-def packed_converter(frame: av.AudioFrame, rate: int | None = None) -> av.AudioResampler:
-    """A resampler to packed float32 with ``frame``'s channel layout (and its rate, unless ``rate``)."""
-    return av.AudioResampler(format="flt", layout=frame.layout, rate=rate or frame.sample_rate)
+def packed_converter(frame: av.AudioFrame) -> av.AudioResampler:
+    """A resampler to packed float32 with ``frame``'s channel layout and rate."""
+    return av.AudioResampler(format="flt", layout=frame.layout, rate=frame.sample_rate)
 
 
 def packed_samples(frame: av.AudioFrame) -> np.ndarray:

@@ -127,6 +127,11 @@ class Fp16Projection:
         else:
             self.adopt([pack_rows(rows) for rows in scaled[0].split(PACK_ROWS)], scaled)
 
+    @property
+    def weight(self) -> torch.Tensor | None:
+        """The plain weight this projection still reads (as ``Projection.weight``), or None."""
+        return self.fallback.weight if self.fallback is not None else None
+
     def keep_float(self) -> None:
         """Not packed: the float path, in the layout ``Projection.for_device`` picks (a tied head
         keeps the embedding's own weight)."""

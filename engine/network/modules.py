@@ -154,12 +154,14 @@ class Qwen3ASRNetwork(nn.Module):
         cached, fresh, int8, fp16 = int8_weights or {}, {}, [], []
         device = self.language_model.embed_tokens.weight.device
 
-        def project(name: str, *weights: torch.Tensor):
+        def project(name: str, *weights: torch.Tensor, tied: bool = False):
+            # tied: the LM head sharing the embedding's matrix keeps that very tensor as its
+            # float weight (no packed copy beside it), unless compact weights hold both in float16.
             if quantize != "int8":
                 weight = weights[0] if len(weights) == 1 else torch.cat(weights)
                 if not (compact and stores_as_fp16(weight)):
-                    return Projection.for_device(weight)
-                fp16.append(Fp16Projection(weight))     # bfloat16 values in 2 bytes (fp16_weights)
+                    return Projection(weight) if tied else Projection.for_device(weight)
+                fp16.append(Fp16Projection(weight, tied=tied))     # bfloat16 values in 2 bytes
                 return fp16[-1]
             shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
             q_scale = cached.get(name)
@@ -177,29 +179,21 @@ class Qwen3ASRNetwork(nn.Module):
             # The projections replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 _drop_weight(lin, device)
-        tied = False
         if hasattr(self, "lm_head"):
-            # The LM head is the largest single read of a decode step. A tied head stays plain
-            # (packing it would keep a second copy of the embedding matrix), unless compact
-            # weights hold both in float16: then the pair costs what the float32 matrix did.
+            # The LM head is the largest single read of a decode step.
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
-            if tied and not quantize and compact and stores_as_fp16(weight):
-                fp16.append(Fp16Projection(weight, tied=True))
-                self.head = fp16[-1]
-            else:
-                self.head = Projection(weight) if tied and not quantize else project("head", weight)
+            self.head = project("head", weight, tied=tied)
         pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
         pack_all(fp16)      # at once: packing beside running torch ops oversubscribes the cores
         self.compact_projections = sum(p.packed is not None for p in fp16)
-        if tied and getattr(self.head, "values", None) is not None:
-            lm = self.language_model
-            lm.embed_tokens = CompactEmbedding(self.head.values, self.head.inverse_scale, lm.norm.weight.dtype)
-            self.head.values = None          # the embedding holds them; the float32 matrix goes
-        # int8 or packed: the plain head is no longer read (a tied head left unpacked still is)
-        if hasattr(self, "lm_head") and not (tied and self.head in fp16 and self.head.packed is None) and (
-                self.head in int8 or self.head in fp16 or self.head.packed is not None):
-            _drop_weight(self.lm_head, device)
+        if hasattr(self, "lm_head"):
+            if getattr(self.head, "values", None) is not None:     # a tied head packed in float16
+                lm = self.language_model
+                lm.embed_tokens = CompactEmbedding(self.head.values, self.head.inverse_scale, lm.norm.weight.dtype)
+                self.head.values = None          # the embedding holds them; the float32 matrix goes
+            if getattr(self.head, "weight", None) is None:
+                _drop_weight(self.lm_head, device)   # int8 or packed: the plain head is no longer read
         return fresh
 
 
