@@ -36,6 +36,7 @@ minute: over half an hour per 10-minute run there. Check with ``--minutes 1 --ru
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import statistics
 import subprocess
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from common import CACHE, real_size_checkpoint
+from common import CACHE, real_size_checkpoint, widened_checkpoint
 
 SR = 16000
 SENTENCES = [
@@ -77,11 +78,11 @@ class Tracked:
     finished_step: int | None = None
 
 
-def speak(text: str, index: int) -> np.ndarray:
+def speak(text: str) -> np.ndarray:
     """espeak-ng speech as float32 16 kHz, cached, with its own leading and trailing silence trimmed."""
     folder = CACHE / "stream-sentences"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"s{index}.wav"
+    path = folder / f"{hashlib.sha1(text.encode()).hexdigest()[:16]}.wav"
     if not path.is_file():
         if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
             raise SystemExit("espeak-ng and sox are needed to make the synthetic stream")
@@ -95,17 +96,20 @@ def speak(text: str, index: int) -> np.ndarray:
     return audio[loud[0]:loud[-1] + 1]
 
 
-def synthetic_stream(minutes: float, seed: int = 0) -> np.ndarray:
-    """Sentences in a shuffled cycle with pauses of 0.5-2 s, ``minutes`` long."""
+def synthetic_stream(minutes: float, sentences: list[str], seed: int = 0) -> tuple[np.ndarray, str]:
+    """Sentences in a shuffled cycle with pauses of 0.5-2 s, ``minutes`` long; and the text of
+    the sentences that end inside it, in order."""
     rng = np.random.default_rng(seed)
-    spoken = [speak(t, i) for i, t in enumerate(SENTENCES)]
-    parts, total, want = [np.zeros(SR // 2, np.float32)], SR // 2, int(minutes * 60 * SR)
+    spoken = [speak(t) for t in sentences]
+    parts, total, want, said = [np.zeros(SR // 2, np.float32)], SR // 2, int(minutes * 60 * SR), []
     while total < want:
         for i in rng.permutation(len(spoken)):
             pause = np.zeros(int(rng.uniform(0.5, 2.0) * SR), np.float32)
             parts += [spoken[i], pause]
+            if total + len(spoken[i]) <= want:
+                said.append(sentences[i])
             total += len(spoken[i]) + len(pause)
-    return np.concatenate(parts)[:want]
+    return np.concatenate(parts)[:want], " ".join(said)
 
 
 class FileQueue:
@@ -260,10 +264,14 @@ def main():
                              "to bf16-stored checkpoints on CPUs without bf16 hardware")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--checkpoint", help="a model folder to use instead of the cached random 0.6B one")
+    parser.add_argument("--widened", action="store_true",
+                        help="the trained tiny model widened to the 0.6B dimensions (tests/widened_model.py): "
+                             "the 0.6B's cost with a model that hears words")
     parser.add_argument("--block", type=float, default=0.25, help="seconds of stream per engine step (0.25)")
     parser.add_argument("--update-interval", type=float, default=0.75)
-    parser.add_argument("--tokens-per-second", type=float, default=4.0,
-                        help="tokens a pass may say per second of its audio, plus 6 (random weights never stop)")
+    parser.add_argument("--tokens-per-second", type=float, default=None,
+                        help="tokens a pass may say per second of its audio, plus 6 (default 4: random weights "
+                             "never stop; 12 with --widened, which stops by itself)")
     parser.add_argument("--context-chars", type=int, default=200, help="base context length standing in for "
                         "recent committed text (default 200)")
     parser.add_argument("--language", default=None)
@@ -274,21 +282,35 @@ def main():
     args = parser.parse_args()
     if args.minutes <= 0 or not 0 < args.block <= args.update_interval:
         parser.error("--minutes must be positive and 0 < --block <= --update-interval")
+    if args.widened and args.checkpoint:
+        parser.error("--widened and --checkpoint name two models; pick one")
+    if args.tokens_per_second is None:
+        args.tokens_per_second = 12.0 if args.widened else 4.0
 
     import engine
 
-    model_dir = args.checkpoint or real_size_checkpoint()
+    model_dir = args.checkpoint or (widened_checkpoint() if args.widened else real_size_checkpoint())
     t = time.perf_counter()
     eng = engine.load(model_dir, device=args.device, dtype=args.dtype,
                       **({"quantize": args.quantize} if args.quantize else {}),
                       **({"compact_weights": False} if args.no_compact_weights else {}))
+    if args.widened:
+        from widened_model import use_widened_positions
+
+        use_widened_positions(eng)
     print(f"model {model_dir} on {eng.device} in {eng.dtype}{' int8' if args.quantize else ''}{', compact weights' if eng.net.compact_projections else ''}, loaded in {time.perf_counter() - t:.1f} s; "
           f"torch threads {torch.get_num_threads()}")
     if eng.device == "cpu":
         from engine.network.loading import cpu_description
 
         print(f"CPU: {cpu_description()}")
-    audio = synthetic_stream(args.minutes)
+    if args.widened:       # sentences like the trained model's own held-out set: its words are right
+        from real_speech import heldout_sentences
+
+        sentences = heldout_sentences()[:len(SENTENCES)]
+    else:
+        sentences = SENTENCES
+    audio, said = synthetic_stream(args.minutes, sentences)
     eng.generate([audio[SR:3 * SR]], max_new_tokens=2)         # warm-up outside the measurement
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     for run in runs:
@@ -298,7 +320,14 @@ def main():
             if run == "queue" else None
         name = "stream alone" if queue is None else (f"stream beside a file queue ({args.queue_clips} x "
                                                      f"{args.queue_clip_seconds:g} s clips)")
-        report(name, run_session(eng, audio, args, queue), args.minutes)
+        result = run_session(eng, audio, args, queue)
+        report(name, result, args.minutes)
+        if args.widened:
+            from real_speech import wer
+
+            committed = " ".join(seg.text for seg in result["stream"].committed)
+            print(f"   committed text: WER {wer([said], [committed]):.1%} against the spoken sentences; "
+                  f"starts {committed[:100]!r}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,20 @@ def real_size_checkpoint() -> Path:
     return path
 
 
+def widened_checkpoint() -> Path:
+    """The trained tiny test model widened to the real 0.6B dimensions (tests/widened_model.py), in
+    bfloat16, built once and cached: the cost of the 0.6B with a model that says real words, the
+    same words about the same audio from one live update to the next. After ``engine.load``, call
+    ``widened_model.use_widened_positions(engine)``."""
+    from widened_model import TINY, widen
+
+    path = CACHE / "qwen3-asr-0.6b-dims-widened-tiny-bf16"
+    if not (path / "model.safetensors").is_file():
+        print(f"widening the trained tiny model to the 0.6B dimensions in {path} (once, 1.9 GB)...", flush=True)
+        widen(TINY, path, REAL_0_6B, dtype=torch.bfloat16)
+    return path
+
+
 def synthetic_clip(seconds: float, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = np.arange(int(seconds * 16000)) / 16000
