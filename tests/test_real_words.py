@@ -143,3 +143,33 @@ def test_exports_of_a_real_transcript_split_at_sentence_ends(asr, recording, tmp
         assert len(cue.content.splitlines()) <= 2
     ends = sum(c.content.rstrip().endswith((".", "!", "?")) for c in cues)
     assert ends >= len(cues) // 2          # most cues end where a sentence ends
+
+
+def test_a_new_utterance_starts_from_the_last_language_prefix(asr):
+    """Detected language: the first update of each later utterance is offered the last
+    utterance's ``language English<asr_text>`` as its draft, accepts it, and still says
+    exactly what an offline pass over its audio says."""
+    gap = np.zeros(SR, np.float32)
+    sentences = [speak(s, "en-us", 160) for s in heldout_sentences()[:3]]
+    audio = np.concatenate([gap] + [x for s in sentences for x in (s, gap)])
+    stream = asr.open_stream(update_interval=0.5, recent_context_chars=0)
+    passes = []
+    stream.on_request = lambda kind, req, span: passes.append((kind, req, span))
+    for i in range(0, len(audio), SR // 4):
+        stream.feed(audio[i:i + SR // 4])
+        while asr.has_work():
+            asr.step()
+    stream.close()
+    while not stream.finished:
+        asr.step()
+    marker = asr.tokenizer.convert_tokens_to_ids("<asr_text>")
+    finals = [i for i, (kind, _, _) in enumerate(passes) if kind == "final"]
+    assert len(finals) == 3, [k for k, _, _ in passes]
+    firsts = [passes[i + 1] for i in finals[:-1] if passes[i + 1][0] == "update"]
+    assert len(firsts) == 2
+    for _, req, _ in firsts:
+        assert req.draft and req.draft[-1] == marker and req.draft_accepted == len(req.draft)
+    for kind, req, (start, end) in passes:
+        if req.finish_reason in ("stop", "length"):
+            assert req.token_ids == asr.generate([audio[start:end]])[0], (kind, start / SR)
+    assert all(s.text for s in stream.committed)

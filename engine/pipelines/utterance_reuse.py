@@ -9,7 +9,9 @@ since the previous pass. Three things carry over, each exact by construction:
   context, and the leading audio embeddings that are bit-identical): the next pass's prefill
   starts after them;
 - the previous pass's tokens, as a draft that the engine verifies several tokens a step
-  instead of decoding one token a step (``Request.draft``).
+  instead of decoding one token a step (``Request.draft``). A new utterance has no previous
+  pass; its first one gets the last utterance's language prefix (``language English<asr_text>``)
+  as its draft, which a stream in one language says again: six tokens, five steps fewer.
 
 The held blocks are reference-counted in the cache's allocator: a pass borrows them, the
 holder keeps its own reference, and ``reset`` (utterance over, stream closed or cancelled)
@@ -27,10 +29,13 @@ class UtteranceReuse:
     """Encoder outputs, prompt-prefix cache blocks and the draft of the open utterance's last pass."""
 
     def __init__(self, engine):
+        from engine.text.prompt import ASR_TEXT
+
         self.engine = engine
         self.allocator = engine.cache.allocator
         self.encoder = EncoderReuse(engine.net)
         self.draft: list[int] = []
+        self._marker = engine.tokenizer.convert_tokens_to_ids(ASR_TEXT)   # ends the language prefix
         self._blocks: list[int] = []              # referenced blocks holding the KV of _ids
         self._ids: list[int] = []                 # the held prompt prefix
         self._audio_start = 0
@@ -82,10 +87,11 @@ class UtteranceReuse:
             request.retained_blocks = None
 
     def reset(self) -> None:
-        """The utterance is over (or the stream is): drop everything, give the blocks back."""
+        """The utterance is over (or the stream is): drop everything, give the blocks back, keep
+        the language prefix of the last tokens as the next utterance's first draft."""
         self._release()
         self.encoder.clear()
-        self.draft = []
+        self.draft = language_prefix(self.draft, self._marker)
 
     # ---------------------------------------------------------------- internals
     def _shared_prefix(self, request: Request) -> int:
@@ -118,3 +124,9 @@ class UtteranceReuse:
         if self._blocks:
             self.allocator.release(self._blocks)
         self._ids, self._embeds = [], None
+
+
+def language_prefix(tokens: list[int], marker: int | None) -> list[int]:
+    """The tokens up to and including the ``<asr_text>`` marker (``language English<asr_text>``),
+    or [] when there is none (a prompt that forces the language, or no pass yet)."""
+    return tokens[:tokens.index(marker) + 1] if marker is not None and marker in tokens else []
