@@ -92,6 +92,68 @@ def test_a_changed_context_is_not_reused(eng, speech):
     reuse.reset()
 
 
+def test_the_next_utterance_borrows_the_context_but_never_writes_into_a_block_in_use(eng, speech):
+    """Across utterances the holder keeps the whole blocks before the audio; a pass whose prompt
+    parts from them inside a block that another pass still holds starts on a block of its own."""
+    bs = eng.cache.allocator.block_size
+    context = "Names: " + "Qwen Alice Bob " * 12          # a context longer than a block
+    reuse = UtteranceReuse(eng)
+    first = eng.make_request(speech[:2 * SR], context=context, max_new_tokens=2)
+    reuse.prepare(first, keep=True)
+    eng.add_request(first)
+    eng.run_until_done([first])
+    reuse.take(first)
+    final = eng.make_request(speech[:2 * SR + SR // 4], context=context, max_new_tokens=2)
+    reuse.prepare(final, keep=False)              # the utterance's final borrows the held blocks
+    reuse.next_utterance()
+    assert reuse.held_blocks == first.audio_start // bs >= 1
+    same = eng.make_request(speech[3 * SR:5 * SR], context=context, max_new_tokens=2)
+    reuse.prepare(same, keep=False)
+    assert same.num_cached == reuse.held_blocks * bs   # the next utterance skips the context's prefill
+    eng.cache.allocator.release(same.block_table)
+    # A context that parts inside the held blocks, while the final still holds them: round down.
+    changed = context[:len(context) // 2] + "Zed"
+    other = eng.make_request(speech[3 * SR:5 * SR], context=changed, max_new_tokens=2)
+    common = 0
+    while first.prompt_ids[common] == other.prompt_ids[common]:
+        common += 1
+    assert common % bs                            # the prompts part inside a block
+    reuse.prepare(other, keep=False)
+    assert other.num_cached == common - common % bs
+    eng.cache.allocator.release(other.block_table)
+    eng.cache.allocator.release(final.block_table)
+    reuse.reset()
+
+
+def test_passes_equal_offline_while_finals_overlap_the_next_utterance(eng, word):
+    """Finals of ended utterances still running when the next one's updates borrow the held
+    context (and then rounded down to whole blocks), and committed text changing the context."""
+    free = eng.cache.allocator.num_free
+    gap = np.zeros(int(0.8 * SR), np.float32)
+    audio = np.concatenate([gap] + [x for _ in range(8) for x in (word, gap)])
+    stream = eng.open_stream(context="Names: " + "Qwen Alice Bob " * 12, update_interval=0.25,
+                             recent_context_chars=40, max_new_tokens=2)
+    passes = []
+    stream.on_request = lambda kind, req, span: passes.append((kind, req, span, stream._context(), req.num_cached))
+    for pos in range(0, len(audio), SR // 4):
+        stream.feed(audio[pos:pos + SR // 4])
+        eng.step()
+    stream.close()
+    while not stream.finished:
+        eng.step()
+    assert stream.state == "done"
+    done = [p for p in passes if p[1].finish_reason in ("stop", "length")]
+    assert sum(kind == "final" for kind, *_ in done) >= 6
+    for kind, req, (start, end), context, _ in done:
+        offline = eng.generate([audio[start:end]], context=context, max_new_tokens=2)[0]
+        assert req.token_ids == offline, (kind, start / SR)
+    finals = [i for i, p in enumerate(passes) if p[0] == "final"]
+    firsts = [passes[i + 1] for i in finals[:-1] if i + 1 < len(passes) and passes[i + 1][0] == "update"]
+    assert len(firsts) >= 6
+    assert all(cached > 0 for *_, cached in firsts)      # each new utterance started from the held context
+    assert eng.cache.allocator.num_free == free
+
+
 def test_every_update_equals_an_offline_pass(eng, speech):
     """Updates of one long utterance (encoder windows, prefix and draft reused) and its final."""
     audio = np.concatenate([np.zeros(SR // 2, np.float32), speech, np.zeros(SR, np.float32)])

@@ -248,7 +248,7 @@ class Stream:
         self._open = max(start, self._buf_start)
         self._next_update = self._open + self._cadence
         self._update_end = self._open
-        self._reuse.reset()
+        self._reuse.next_utterance()
         self._preview = self.stable_prefix = ""
         self._publish()
 
@@ -278,11 +278,11 @@ class Stream:
         self._drop_update()
         start = max(start, self._buf_start)
         if end - start <= 0:
-            self._reuse.reset()
+            self._reuse.next_utterance()
             return
         context = self._context()
         request = self._submit((start, end), context, final=True)
-        self._reuse.reset()                     # the final pass holds its own references
+        self._reuse.next_utterance()            # the final pass holds its own references
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
                           samples=self._slice(start, end) if keep else None)

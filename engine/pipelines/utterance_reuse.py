@@ -14,8 +14,11 @@ since the previous pass. Three things carry over, each exact by construction:
   as its draft, which a stream in one language says again: six tokens, five steps fewer.
 
 The held blocks are reference-counted in the cache's allocator: a pass borrows them, the
-holder keeps its own reference, and ``reset`` (utterance over, stream closed or cancelled)
-gives it back.
+holder keeps its own reference. When an utterance ends (``next_utterance``) the holder keeps
+only the whole blocks before the audio (the system turn and the context, which the next
+utterance's prompt starts with too; whole blocks, because a pass writes into the last block it
+borrows and the ended utterance's final pass may still be running in that one); ``reset``
+(stream closed or cancelled) gives everything back.
 """
 from __future__ import annotations
 
@@ -59,6 +62,11 @@ class UtteranceReuse:
         request.draft = list(self.draft)
         self.prompt_tokens += len(request.prompt_ids)
         shared = self._shared_prefix(request)
+        partial = shared % self.allocator.block_size
+        if partial and self.allocator.holders(self._blocks[shared // self.allocator.block_size]) > 1:
+            # The pass would write its first tokens into that block, which another pass (the last
+            # utterance's final, still running) reads beyond this point: start on a block of its own.
+            shared -= partial
         if shared:
             request.block_table = self.allocator.share(self._blocks, shared)
             request.num_cached = shared
@@ -86,12 +94,20 @@ class UtteranceReuse:
             self.allocator.release(request.retained_blocks)
             request.retained_blocks = None
 
+    def next_utterance(self) -> None:
+        """The utterance is over: keep the whole blocks of the prompt before its audio, and the
+        language prefix of its last tokens as the next utterance's first draft; drop the rest."""
+        self.encoder.clear()
+        self._embeds = None
+        before_audio = min(len(self._ids), self._audio_start)
+        self._truncate(before_audio - before_audio % self.allocator.block_size)
+        self.draft = language_prefix(self.draft, self._marker)
+
     def reset(self) -> None:
-        """The utterance is over (or the stream is): drop everything, give the blocks back, keep
-        the language prefix of the last tokens as the next utterance's first draft."""
+        """The stream is over: drop everything, give the blocks back."""
         self._release()
         self.encoder.clear()
-        self.draft = language_prefix(self.draft, self._marker)
+        self.draft = []
 
     # ---------------------------------------------------------------- internals
     def _shared_prefix(self, request: Request) -> int:

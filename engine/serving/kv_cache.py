@@ -61,6 +61,10 @@ class BlockAllocator:
             self._refs[b] += 1
         return blocks
 
+    def holders(self, block: int) -> int:
+        """How many tables hold ``block`` (0 when it is free)."""
+        return self._refs[block]
+
     def release(self, table: list[int]) -> None:
         """Drop one reference to each block of ``table`` (emptied); unreferenced blocks are free again."""
         for b in table:
