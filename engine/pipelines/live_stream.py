@@ -132,6 +132,8 @@ class Stream:
         self._update: Request | None = None     # the one tentative update in flight, if any
         self._update_span = (0, 0)              # samples the update in flight covers
         self._update_end = 0                    # stream position the last finished update covered
+        self._update_context = ""               # the context of the update in flight
+        self._last_update: tuple | None = None  # (request, span, context) of the open utterance's last finished update
         self._received = 0                      # samples fed, whether or not taken in yet
         self._preview = ""                      # latest update text of the open utterance
         self._pending: list[FinalPass] = []     # submitted finals, in utterance order
@@ -238,16 +240,17 @@ class Stream:
         if kind == "start":
             self._begin(event[1])
         elif kind == "end":
-            self._end(event[1], event[2])
+            self._end(event[1], event[2], silence_after=True)
             self._open = None
         elif kind == "cut":                     # the utterance ran too long: it ends at c, the next starts there
-            self._end(event[1], event[2])
+            self._end(event[1], event[2], silence_after=False)
             self._begin(event[2])
 
     def _begin(self, start: int) -> None:
         self._open = max(start, self._buf_start)
         self._next_update = self._open + self._cadence
         self._update_end = self._open
+        self._last_update = None
         self._reuse.next_utterance()
         self._preview = self.stable_prefix = ""
         self._publish()
@@ -270,18 +273,25 @@ class Stream:
         if self._update is not None:
             return                               # still running: skip this one rather than queue it
         span = self._update_span = (self._open, self._position)
-        self._update = self._submit(span)
+        self._update_context = self._context()
+        self._update = self._submit(span, self._update_context)
         self._notify_request("update", self._update, span)
 
-    def _end(self, start: int, end: int) -> None:
-        """The utterance ``[start, end)`` is over: cancel its update, submit its final pass."""
+    def _end(self, start: int, end: int, *, silence_after: bool) -> None:
+        """The utterance ``[start, end)`` is over: cancel its update, submit its final pass, unless
+        the last finished update already is one (``_covering_update``)."""
         self._drop_update()
         start = max(start, self._buf_start)
+        last, self._last_update = self._last_update, None
         if end - start <= 0:
             self._reuse.next_utterance()
             return
         context = self._context()
-        request = self._submit((start, end), context, final=True)
+        covering = _covering_update(last, start, end, context) if silence_after else None
+        if covering is not None:
+            request, end = covering
+        else:
+            request = self._submit((start, end), context, final=True)
         self._reuse.next_utterance()            # the final pass holds its own references
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
@@ -348,6 +358,7 @@ class Stream:
             self._reuse.take(update)
             if not update.error and update.finish_reason != "cancelled":
                 self._update_end = self._update_span[1]
+                self._last_update = (update, self._update_span, self._update_context)
                 self._pace(self._update_span)
                 _, text = self.engine.decode(update)
                 self.stable_prefix = stable_prefix(self._preview, text)
@@ -373,6 +384,7 @@ class Stream:
     def _stop(self, state: str, error: str | None = None) -> None:
         """Cancel everything in flight and finish in ``state``."""
         self._drop_update()
+        self._last_update = None
         self._reuse.reset()
         for final in self._pending:
             final.cancel()
@@ -380,3 +392,24 @@ class Stream:
         self._buf = np.zeros(0, np.float32)
         self.tentative = self.stable_prefix = ""
         self.error, self.state = error, state
+
+
+# How much audio past an utterance's end (the VAD's, already padded by 0.1 s) an update may hold and
+# still serve as its final pass. More trailing silence changes what a model says: with 0.5 s the
+# trained test model's live WER over 3 minutes went from 22.4% to 23.5% (33 of 52 finals were
+# updates); with 0.1 s it stays 22.4%, and 17 of 52 finals cost nothing.
+COVERING_EXTRA_S = 0.1
+
+
+def _covering_update(last: tuple | None, start: int, end: int, context: str) -> tuple[Request, int] | None:
+    """The last finished update of the utterance ``[start, end)``, and where its audio ends, when it
+    can serve as the final pass: it covers the whole utterance and at most ``COVERING_EXTRA_S``
+    more (of silence: the utterance ended, it was not cut short), with the same context, so it is
+    the offline pass over ``[start, its end)`` already done, and its text commits at once."""
+    if last is None:
+        return None
+    request, (s, e), ctx = last
+    if (s == start and end <= e <= end + round(COVERING_EXTRA_S * SAMPLE_RATE) and ctx == context
+            and request.finish_reason in ("stop", "length")):
+        return request, e
+    return None

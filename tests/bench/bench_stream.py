@@ -239,7 +239,8 @@ def report_reuse(result: dict, done: list[Tracked]) -> None:
           f"(at most 1.0 keeps up with real time)")
     print(f"   tentative update wall time: p50 {percentile(walls, 50):.3f} s, p95 {percentile(walls, 95):.3f} s "
           f"over {len(walls)}")
-    passes = [t.request for t in result["updates"] + result["finals"]]
+    # A final pass may be the last update itself (Stream._end): count each request once.
+    passes = list({id(t.request): t.request for t in result["updates"] + result["finals"]}.values())
     offered = sum(r.draft_offered for r in passes)
     accepted = sum(r.draft_accepted for r in passes)
     tokens = sum(len(r.token_ids) for r in passes)
