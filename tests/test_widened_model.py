@@ -15,13 +15,12 @@ from engine.network.features import log_mel
 from real_speech import ASR_DIR, heldout_sentences, speak
 from widened_model import use_widened_positions, widen
 
-# Wider everywhere, with dims that stay zero (encoder 448 > 2 x 192), more heads per KV group in
-# the decoder than the tiny model has (3 x 2 > 2 x 2 is not needed: 6 / 3 = 2 = 4 / 2), added
-# layers and vocabulary rows.
+# Wider everywhere: dims that stay zero (encoder 448 > 2 x 192), more q heads per KV group than the
+# tiny model's 2 (9 over 3 KV heads: tiny heads 2, 3 move to slots 3, 4), added layers and vocabulary rows.
 DIMS = dict(
     encoder=dict(d_model=448, encoder_layers=4, encoder_attention_heads=7, encoder_ffn_dim=1024,
                  downsample_hidden_size=48),
-    text=dict(hidden_size=256, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=3,
+    text=dict(hidden_size=256, num_hidden_layers=3, num_attention_heads=9, num_key_value_heads=3,
               head_dim=64, intermediate_size=640),
     vocab_size=1000,
 )
@@ -63,10 +62,13 @@ def test_widened_model_says_the_tiny_models_tokens(pair, index):
     assert "<asr_text>" in text and len(text.split("<asr_text>")[1].split()) >= 2   # it says words
 
 
-def test_widening_to_smaller_dimensions_is_refused(tmp_path):
+def test_widening_that_would_change_the_function_is_refused(tmp_path):
     narrow = {**DIMS, "encoder": {**DIMS["encoder"], "d_model": 320, "encoder_attention_heads": 5}}
     with pytest.raises(ValueError, match="twice"):
         widen(ASR_DIR, tmp_path, narrow)
     fewer = {**DIMS, "text": {**DIMS["text"], "num_hidden_layers": 1}}
     with pytest.raises(ValueError, match="num_hidden_layers"):
         widen(ASR_DIR, tmp_path, fewer)
+    other_window = {**DIMS, "encoder": {**DIMS["encoder"], "n_window": 25}}
+    with pytest.raises(ValueError, match="n_window"):
+        widen(ASR_DIR, tmp_path, other_window)

@@ -58,6 +58,12 @@ class _Widen:
         te, tt = tiny_cfg["audio_config"], tiny_cfg["text_config"]
         be = {**te, **dims["encoder"]}
         bt = {**tt, **dims["text"]}
+        for key in ("n_window", "n_window_infer", "num_mel_bins", "activation_function"):
+            if be.get(key) != te.get(key):
+                raise ValueError(f"widening keeps the encoder's {key} ({te.get(key)!r}), got {be.get(key)!r}")
+        for key in ("rms_norm_eps", "hidden_act"):
+            if bt.get(key) != tt.get(key):
+                raise ValueError(f"widening keeps the decoder's {key} ({tt.get(key)!r}), got {bt.get(key)!r}")
         self.te, self.tt, self.be, self.bt = te, tt, be, bt
         self.Dt, self.Db = te["d_model"], be["d_model"]
         self.Ht, self.Hb = tt["hidden_size"], bt["hidden_size"]

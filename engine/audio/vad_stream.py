@@ -131,6 +131,16 @@ class UtteranceTracker:
         self._open = None
 
     @property
+    def pad(self) -> int:
+        """Samples of padding before a start and after an end (at most half the silence between)."""
+        return self._opts[3]
+
+    @property
+    def min_silence(self) -> int:
+        """Samples of silence that end an utterance."""
+        return self._opts[1]
+
+    @property
     def open_start(self) -> int | None:
         """Start sample of the utterance in progress, or None."""
         return self._open

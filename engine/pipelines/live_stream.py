@@ -31,6 +31,13 @@ from engine.text.types import Segment
 
 __all__ = ["FinalPass", "Stream", "stable_prefix"]
 
+# How much audio past an utterance's end (the VAD's, already padded by 0.1 s) an update may hold and
+# still serve as its final pass. More trailing silence changes what a model says: with 0.5 s the
+# trained test model's live WER over 3 minutes went from 22.4% to 23.5% (33 of 52 finals were
+# updates); with 0.1 s it stays 22.4%, and 12-17 of 52 finals cost nothing. Never more than keeps
+# a segment out of the next one's padded start (Stream._covering_extra).
+COVERING_EXTRA_S = 0.1
+
 
 def _seconds(value, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
     """A duration option as a float, or a ValueError naming it."""
@@ -108,6 +115,10 @@ class Stream:
         self._tracker = UtteranceTracker(detector or SpeechDetector.shared(), min_silence_s=min_silence_s,
                                          max_utterance_s=max_utterance_s)
         self._interval = max(1, round(self.update_interval * SAMPLE_RATE))
+        # Audio past an utterance's end that a covering update may hold (_covering_update): never so
+        # much that its segment could reach into the next utterance's padded start.
+        tr = self._tracker
+        self._covering_extra = max(0, min(round(COVERING_EXTRA_S * SAMPLE_RATE), tr.min_silence - 2 * tr.pad))
         self._cadence = self._interval          # stream samples between updates: spaced out while behind
         self._reuse = UtteranceReuse(engine)    # what the open utterance's last pass left for the next
         self.committed: list[Segment] = []
@@ -287,7 +298,7 @@ class Stream:
             self._reuse.next_utterance()
             return
         context = self._context()
-        covering = _covering_update(last, start, end, context) if silence_after else None
+        covering = _covering_update(last, start, end, context, self._covering_extra) if silence_after else None
         if covering is not None:
             request, end = covering
         else:
@@ -394,22 +405,16 @@ class Stream:
         self.error, self.state = error, state
 
 
-# How much audio past an utterance's end (the VAD's, already padded by 0.1 s) an update may hold and
-# still serve as its final pass. More trailing silence changes what a model says: with 0.5 s the
-# trained test model's live WER over 3 minutes went from 22.4% to 23.5% (33 of 52 finals were
-# updates); with 0.1 s it stays 22.4%, and 17 of 52 finals cost nothing.
-COVERING_EXTRA_S = 0.1
-
-
-def _covering_update(last: tuple | None, start: int, end: int, context: str) -> tuple[Request, int] | None:
+def _covering_update(last: tuple | None, start: int, end: int, context: str,
+                     extra: int) -> tuple[Request, int] | None:
     """The last finished update of the utterance ``[start, end)``, and where its audio ends, when it
-    can serve as the final pass: it covers the whole utterance and at most ``COVERING_EXTRA_S``
-    more (of silence: the utterance ended, it was not cut short), with the same context, so it is
-    the offline pass over ``[start, its end)`` already done, and its text commits at once."""
-    if last is None:
+    can serve as the final pass: it covers the whole utterance and at most ``extra`` samples more
+    (of silence: the utterance ended, it was not cut short), with the same context, so it is the
+    offline pass over ``[start, its end)`` already done, and its text commits at once."""
+    if last is None or extra <= 0:
         return None
     request, (s, e), ctx = last
-    if (s == start and end <= e <= end + round(COVERING_EXTRA_S * SAMPLE_RATE) and ctx == context
+    if (s == start and end <= e <= end + extra and ctx == context
             and request.finish_reason in ("stop", "length")):
         return request, e
     return None

@@ -11,7 +11,7 @@ since the previous pass. Three things carry over, each exact by construction:
 - the previous pass's tokens, as a draft that the engine verifies several tokens a step
   instead of decoding one token a step (``Request.draft``). A new utterance has no previous
   pass; its first one gets the last utterance's language prefix (``language English<asr_text>``)
-  as its draft, which a stream in one language says again: six tokens, five steps fewer.
+  as its draft, which a stream in one language says again: three tokens, three steps fewer.
 
 The held blocks are reference-counted in the cache's allocator: a pass borrows them, the
 holder keeps its own reference. When an utterance ends (``next_utterance``) the holder keeps

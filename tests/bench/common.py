@@ -40,12 +40,18 @@ def widened_checkpoint() -> Path:
     bfloat16, built once and cached: the cost of the 0.6B with a model that says real words, the
     same words about the same audio from one live update to the next. After ``engine.load``, call
     ``widened_model.use_widened_positions(engine)``."""
-    from widened_model import TINY, widen
+    import shutil
 
-    path = CACHE / "qwen3-asr-0.6b-dims-widened-tiny-bf16"
-    if not (path / "model.safetensors").is_file():
+    from widened_model import POSITIONS_FILE, TINY, widen
+
+    path = CACHE / "qwen3-asr-0.6b-dims-widened-tiny-bf16-v1"    # v: bump when widened_model.py changes
+    if not (path / POSITIONS_FILE).is_file():                     # written last, and renamed into place
         print(f"widening the trained tiny model to the 0.6B dimensions in {path} (once, 1.9 GB)...", flush=True)
-        widen(TINY, path, REAL_0_6B, dtype=torch.bfloat16)
+        partial = path.with_name(path.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        widen(TINY, partial, REAL_0_6B, dtype=torch.bfloat16)
+        shutil.rmtree(path, ignore_errors=True)
+        partial.rename(path)
     return path
 
 
