@@ -24,19 +24,12 @@ from typing import Callable
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
-from engine.pipelines.final_pass import FinalPass
+from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
 from engine.pipelines.utterance_reuse import UtteranceReuse
 from engine.serving.request import Request
 from engine.text.types import Segment
 
 __all__ = ["FinalPass", "Stream", "stable_prefix"]
-
-# How much audio past an utterance's end (the VAD's, already padded by 0.1 s) an update may hold and
-# still serve as its final pass. More trailing silence changes what a model says: with 0.5 s the
-# trained test model's live WER over 3 minutes went from 22.4% to 23.5% (33 of 52 finals were
-# updates); with 0.1 s it stays 22.4%, and 12-17 of 52 finals cost nothing. Never more than keeps
-# a segment out of the next one's padded start (Stream._covering_extra).
-COVERING_EXTRA_S = 0.1
 
 
 def _seconds(value, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
@@ -115,8 +108,8 @@ class Stream:
         self._tracker = UtteranceTracker(detector or SpeechDetector.shared(), min_silence_s=min_silence_s,
                                          max_utterance_s=max_utterance_s)
         self._interval = max(1, round(self.update_interval * SAMPLE_RATE))
-        # Audio past an utterance's end that a covering update may hold (_covering_update): never so
-        # much that its segment could reach into the next utterance's padded start.
+        # Audio past an utterance's end that a covering update may hold (final_pass.covering_update):
+        # never so much that its segment could reach into the next utterance's padded start.
         tr = self._tracker
         self._covering_extra = max(0, min(round(COVERING_EXTRA_S * SAMPLE_RATE), tr.min_silence - 2 * tr.pad))
         self._cadence = self._interval          # stream samples between updates: spaced out while behind
@@ -290,7 +283,7 @@ class Stream:
 
     def _end(self, start: int, end: int, *, silence_after: bool) -> None:
         """The utterance ``[start, end)`` is over: cancel its update, submit its final pass, unless
-        the last finished update already is one (``_covering_update``)."""
+        the last finished update already is one (``covering_update``)."""
         self._drop_update()
         start = max(start, self._buf_start)
         last, self._last_update = self._last_update, None
@@ -298,7 +291,7 @@ class Stream:
             self._reuse.next_utterance()
             return
         context = self._context()
-        covering = _covering_update(last, start, end, context, self._covering_extra) if silence_after else None
+        covering = covering_update(last, start, end, context, self._covering_extra) if silence_after else None
         if covering is not None:
             request, end = covering
         else:
@@ -403,18 +396,3 @@ class Stream:
         self._buf = np.zeros(0, np.float32)
         self.tentative = self.stable_prefix = ""
         self.error, self.state = error, state
-
-
-def _covering_update(last: tuple | None, start: int, end: int, context: str,
-                     extra: int) -> tuple[Request, int] | None:
-    """The last finished update of the utterance ``[start, end)``, and where its audio ends, when it
-    can serve as the final pass: it covers the whole utterance and at most ``extra`` samples more
-    (of silence: the utterance ended, it was not cut short), with the same context, so it is the
-    offline pass over ``[start, its end)`` already done, and its text commits at once."""
-    if last is None or extra <= 0:
-        return None
-    request, (s, e), ctx = last
-    if (s == start and end <= e <= end + extra and ctx == context
-            and request.finish_reason in ("stop", "length")):
-        return request, e
-    return None
