@@ -53,14 +53,27 @@ def _last_logits(eng, request) -> torch.Tensor:
     return logits
 
 
-def test_a_pass_from_the_held_prefix_gives_full_prefill_logits(eng, speech):
-    free = eng.cache.allocator.num_free
-    reuse = UtteranceReuse(eng)
-    first = eng.make_request(speech[:int(9.0 * SR)], context=CONTEXT, max_new_tokens=4)
+def _held_pass(eng, reuse: UtteranceReuse, audio: np.ndarray, context: str, max_new_tokens: int):
+    """An update over ``audio`` run to the end, its prompt's blocks then held by ``reuse``."""
+    first = eng.make_request(audio, context=context, max_new_tokens=max_new_tokens)
     reuse.prepare(first, keep=True)
     eng.add_request(first)
     eng.run_until_done([first])
     reuse.take(first)
+    return first
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_a_pass_from_the_held_prefix_gives_full_prefill_logits(eng, speech):
+    free = eng.cache.allocator.num_free
+    reuse = UtteranceReuse(eng)
+    first = _held_pass(eng, reuse, speech[:int(9.0 * SR)], CONTEXT, 4)
     assert reuse.draft == first.token_ids and reuse.held_blocks
 
     audio = speech[:int(9.75 * SR)]
@@ -77,16 +90,10 @@ def test_a_pass_from_the_held_prefix_gives_full_prefill_logits(eng, speech):
 
 def test_a_changed_context_is_not_reused(eng, speech):
     reuse = UtteranceReuse(eng)
-    first = eng.make_request(speech[:3 * SR], context=CONTEXT, max_new_tokens=2)
-    reuse.prepare(first, keep=True)
-    eng.add_request(first)
-    eng.run_until_done([first])
-    reuse.take(first)
+    first = _held_pass(eng, reuse, speech[:3 * SR], CONTEXT, 2)
     other = eng.make_request(speech[:4 * SR], context="Something else entirely")
     reuse.prepare(other, keep=False)
-    common = 0
-    while first.prompt_ids[common] == other.prompt_ids[common]:
-        common += 1
+    common = _common_prefix(first.prompt_ids, other.prompt_ids)
     assert other.num_cached == common < other.audio_start
     eng.cache.allocator.release(other.block_table)
     reuse.reset()
@@ -98,11 +105,7 @@ def test_the_next_utterance_borrows_the_context_but_never_writes_into_a_block_in
     bs = eng.cache.allocator.block_size
     context = "Names: " + "Qwen Alice Bob " * 12          # a context longer than a block
     reuse = UtteranceReuse(eng)
-    first = eng.make_request(speech[:2 * SR], context=context, max_new_tokens=2)
-    reuse.prepare(first, keep=True)
-    eng.add_request(first)
-    eng.run_until_done([first])
-    reuse.take(first)
+    first = _held_pass(eng, reuse, speech[:2 * SR], context, 2)
     final = eng.make_request(speech[:2 * SR + SR // 4], context=context, max_new_tokens=2)
     reuse.prepare(final, keep=False)              # the utterance's final borrows the held blocks
     reuse.next_utterance()
@@ -114,9 +117,7 @@ def test_the_next_utterance_borrows_the_context_but_never_writes_into_a_block_in
     # A context that parts inside the held blocks, while the final still holds them: round down.
     changed = context[:len(context) // 2] + "Zed"
     other = eng.make_request(speech[3 * SR:5 * SR], context=changed, max_new_tokens=2)
-    common = 0
-    while first.prompt_ids[common] == other.prompt_ids[common]:
-        common += 1
+    common = _common_prefix(first.prompt_ids, other.prompt_ids)
     assert common % bs                            # the prompts part inside a block
     reuse.prepare(other, keep=False)
     assert other.num_cached == common - common % bs

@@ -47,12 +47,6 @@ def _load(folder: Path) -> dict[str, torch.Tensor]:
         return {k: f.get_tensor(k).float() for k in f.keys()}
 
 
-def _sinusoids(length: int, channels: int) -> torch.Tensor:
-    inc = math.log(10000.0) / (channels // 2 - 1)
-    scaled = torch.arange(length)[:, None] * torch.exp(-inc * torch.arange(channels // 2).float())[None, :]
-    return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
-
-
 class _Widen:
     def __init__(self, tiny_cfg: dict, dims: dict):
         te, tt = tiny_cfg["audio_config"], tiny_cfg["text_config"]
@@ -253,10 +247,11 @@ def widen(tiny_dir: Path, out_dir: Path, dims: dict, dtype=torch.float32) -> Pat
 def widened_positions(tiny_cfg: dict, dims: dict) -> torch.Tensor:
     """The tiny encoder's position table [tokens_per_chunk, d_model_big] in the widened residual layout."""
     from engine.network.config import conv_output_length
+    from engine.network.modules import sinusoid_positions
 
     w = _Widen(tiny_cfg, dims)
     tokens = conv_output_length(2 * w.be["n_window"])    # positions restart in every chunk
-    return w.residual_out(_sinusoids(tokens, w.Dt).T).T.contiguous()
+    return w.residual_out(sinusoid_positions(tokens, w.Dt).T).T.contiguous()
 
 
 def use_widened_positions(eng) -> None:

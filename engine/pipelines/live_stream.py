@@ -254,7 +254,6 @@ class Stream:
         self._open = max(start, self._buf_start)
         self._next_update = self._open + self._cadence
         self._update_end = self._open
-        self._last_update = None
         self._reuse.next_utterance()
         self._preview = self.stable_prefix = ""
         self._publish()
