@@ -29,7 +29,7 @@ def copy_dir(src, dst):
 
 
 def test_both_layouts_give_identical_tokens(tiny_model_dir, tiny_original_dir):
-    hf, original = engine.load(tiny_model_dir), engine.load(tiny_original_dir)
+    hf, original = engine.load(tiny_model_dir, dtype="float32"), engine.load(tiny_original_dir, dtype="float32")
     assert original.config.layout == "original" and hf.config.layout == "hf"
     clips = [clip(s, 7) for s in (1.5, 9.0)]
     assert hf.generate(clips, max_new_tokens=16) == original.generate(clips, max_new_tokens=16)
@@ -40,7 +40,7 @@ def test_independent_checkpoint_matches_transformers(tmp_path, layout):
     """Other dimensions (a 4 s attention window, 6 heads), another seed, either layout."""
     hf_dir = build_checkpoint(tmp_path / "hf", seed=99, dims=OTHER_DIMS)
     model_dir = hf_dir if layout == "hf" else to_original_layout(hf_dir, tmp_path / "orig")
-    eng = engine.load(model_dir)
+    eng = engine.load(model_dir, dtype="float32")
     for seconds in (0.7, 4.3, 12.0):
         audio = clip(seconds, 123)
         assert eng.generate([audio], max_new_tokens=20)[0] == reference_generate(hf_dir, audio, max_new_tokens=20)
@@ -50,7 +50,7 @@ def test_tied_embedding_checkpoint(tmp_path):
     model_dir = build_checkpoint(tmp_path / "tied", seed=5, tie=True)
     names = load_file(str(model_dir / "model.safetensors")).keys()
     assert "lm_head.weight" not in names
-    eng = engine.load(model_dir)
+    eng = engine.load(model_dir, dtype="float32")
     assert eng.net.lm_head.weight.data_ptr() == eng.net.language_model.embed_tokens.weight.data_ptr()
     audio = clip(3.0, 5)
     assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
@@ -67,7 +67,7 @@ def test_top_level_tie_flag_wins_over_text_config(tmp_path):
     """transformers ties by the top-level flag; a text_config saying otherwise must not break loading."""
     model_dir = build_checkpoint(tmp_path / "tied", seed=6, tie=True)
     _set_config(model_dir, lambda c: c["text_config"].update(tie_word_embeddings=False))
-    eng = engine.load(model_dir)
+    eng = engine.load(model_dir, dtype="float32")
     assert eng.config.decoder.tie_word_embeddings
     audio = clip(2.5, 6)
     assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
@@ -77,7 +77,7 @@ def test_stored_head_wins_over_a_tying_config(tmp_path):
     """A tied config with a different lm_head on disk: transformers keeps the stored head, so do we."""
     model_dir = build_checkpoint(tmp_path / "stored", seed=8, tie=False)
     _set_config(model_dir, lambda c: c.update(tie_word_embeddings=True))
-    eng = engine.load(model_dir)
+    eng = engine.load(model_dir, dtype="float32")
     assert eng.net.lm_head.weight.data_ptr() != eng.net.language_model.embed_tokens.weight.data_ptr()
     audio = clip(2.0, 8)
     assert eng.generate([audio], max_new_tokens=12)[0] == reference_generate(model_dir, audio, max_new_tokens=12)
@@ -87,7 +87,7 @@ def test_untied_hf_checkpoint_without_head_names_it(tiny_model_dir, tmp_path):
     d = copy_dir(tiny_model_dir, tmp_path / "nohead")
     _rewrite_tensors(d, lambda t: t.pop("lm_head.weight"))
     with pytest.raises(CheckpointError, match=r"missing tensors: lm_head\.weight"):
-        engine.load(d)
+        engine.load(d, dtype="float32")
 
 
 # A template written another way than Qwen's: no default system turn, other separators.
@@ -105,7 +105,7 @@ PLAIN_TEMPLATE = (
 def test_prompt_follows_the_checkpoints_chat_template(tiny_model_dir, tmp_path, language, context):
     d = copy_dir(tiny_model_dir, tmp_path / "template")
     (d / "chat_template.jinja").write_text(PLAIN_TEMPLATE)
-    eng = engine.load(d)
+    eng = engine.load(d, dtype="float32")
     audio = clip(3.0, 11)
     ref_inputs = reference_inputs(d, audio, language=language, context=context)
     assert eng.make_request(audio, language=language, context=context).prompt_ids == ref_inputs["input_ids"][0].tolist()
@@ -118,12 +118,12 @@ def test_prompt_without_a_chat_template_is_the_official_format(tiny_model_dir, t
 
     d = copy_dir(tiny_model_dir, tmp_path / "notemplate")
     (d / "chat_template.jinja").unlink()
-    eng = engine.load(d)
+    eng = engine.load(d, dtype="float32")
     assert not getattr(eng.tokenizer, "chat_template", None)
     assert prompt_text_parts("ctx", "en", eng.tokenizer) == (
         "<|im_start|>system\nctx<|im_end|>\n<|im_start|>user\n<|audio_start|>",
         "<|audio_end|><|im_end|>\n<|im_start|>assistant\nlanguage English<asr_text>")
-    with_template = engine.load(tiny_model_dir)
+    with_template = engine.load(tiny_model_dir, dtype="float32")
     audio = clip(2.0, 12)
     assert eng.generate([audio], max_new_tokens=10) == with_template.generate([audio], max_new_tokens=10)
 
@@ -143,7 +143,7 @@ def test_sharded_checkpoint(tiny_model_dir, tmp_path):
         weight_map.update({n: fname for n in part})
     (out / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     audio = clip(2.0, 1)
-    assert engine.load(out).generate([audio], max_new_tokens=8) == engine.load(tiny_model_dir).generate([audio], max_new_tokens=8)
+    assert engine.load(out, dtype="float32").generate([audio], max_new_tokens=8) == engine.load(tiny_model_dir, dtype="float32").generate([audio], max_new_tokens=8)
 
 
 def _rewrite_tensors(model_dir, edit):
@@ -157,7 +157,7 @@ def test_missing_tensor_is_named(tiny_model_dir, tmp_path):
     d = copy_dir(tiny_model_dir, tmp_path / "m")
     _rewrite_tensors(d, lambda t: t.pop("model.language_model.layers.1.mlp.up_proj.weight"))
     with pytest.raises(CheckpointError, match=r"missing tensors: language_model\.layers\.1\.mlp\.up_proj\.weight"):
-        engine.load(d)
+        engine.load(d, dtype="float32")
 
 
 def test_wrong_shape_and_unexpected_are_named_together(tiny_model_dir, tmp_path):
@@ -168,7 +168,7 @@ def test_wrong_shape_and_unexpected_are_named_together(tiny_model_dir, tmp_path)
         t["model.something_new.weight"] = torch.zeros(2)
     _rewrite_tensors(d, edit)
     with pytest.raises(CheckpointError) as err:
-        engine.load(d)
+        engine.load(d, dtype="float32")
     message = str(err.value)
     assert "model.audio_tower.conv_out.weight: checkpoint (3, 3)" in message
     assert "unexpected tensors: model.something_new.weight" in message
@@ -178,7 +178,7 @@ def test_pickle_only_checkpoint_is_refused(tiny_model_dir, tmp_path):
     d = copy_dir(tiny_model_dir, tmp_path / "b")
     (d / "model.safetensors").rename(d / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match="pickle"):
-        engine.load(d)
+        engine.load(d, dtype="float32")
 
 
 def test_missing_tokenizer_is_named(tiny_model_dir, tmp_path):
@@ -186,23 +186,23 @@ def test_missing_tokenizer_is_named(tiny_model_dir, tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (d / name).unlink()
     with pytest.raises(CheckpointError, match="tokenizer"):
-        engine.load(d)
+        engine.load(d, dtype="float32")
 
 
 def test_missing_folder_and_config(tmp_path):
     with pytest.raises(CheckpointError, match="not found"):
-        engine.load(tmp_path / "nope")
+        engine.load(tmp_path / "nope", dtype="float32")
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="config.json"):
-        engine.load(tmp_path / "empty")
+        engine.load(tmp_path / "empty", dtype="float32")
 
 
 def test_bad_options_raise_value_error(tiny_model_dir):
     with pytest.raises(ValueError, match="dtype"):
         engine.load(tiny_model_dir, dtype="int3")
     with pytest.raises(ValueError, match="max_batch_size"):
-        engine.load(tiny_model_dir, max_batch_size=0)
-    eng = engine.load(tiny_model_dir)
+        engine.load(tiny_model_dir, max_batch_size=0, dtype="float32")
+    eng = engine.load(tiny_model_dir, dtype="float32")
     with pytest.raises(ValueError, match="language"):
         eng.submit(np.zeros(16000, np.float32), language="Klingon")
 

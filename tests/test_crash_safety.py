@@ -37,7 +37,7 @@ def clips(speech_wav) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def fresh(tiny_model_dir):
     """A freshly loaded engine that never sees a crash: the reference."""
-    return engine_pkg.load(tiny_model_dir, **OPTIONS)
+    return engine_pkg.load(tiny_model_dir, **OPTIONS, dtype="float32")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def fresh_tokens(fresh, clips) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def eng(tiny_model_dir):
-    return engine_pkg.load(tiny_model_dir, **OPTIONS)
+    return engine_pkg.load(tiny_model_dir, **OPTIONS, dtype="float32")
 
 
 def _crash_once(monkeypatch, obj, name: str, after: int = 0, exc=None):

@@ -24,7 +24,7 @@ def clip(seconds: float, seed: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def eng(tiny_model_dir):
-    return engine.load(tiny_model_dir, device="cpu")
+    return engine.load(tiny_model_dir, device="cpu", dtype="float32")
 
 
 @pytest.mark.parametrize("seconds", [0.3, 1.0, 8.1, 31.0])

@@ -102,7 +102,7 @@ def test_independently_built_checkpoint_matches_transformers(tmp_path, tie):
 
     reference = _build(tmp_path, tie)
     processor = AutoProcessor.from_pretrained(tmp_path)
-    eng = engine.load(tmp_path, device="cpu")
+    eng = engine.load(tmp_path, device="cpu", dtype="float32")
     outputs = set()
     for seconds, seed in [(0.25, 1), (4.1, 3), (9.7, 4), (23.0, 5)]:
         audio = _clip(seconds, seed)

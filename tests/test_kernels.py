@@ -416,8 +416,8 @@ def test_engine_with_triton_attention_is_token_exact(tiny_model_dir, monkeypatch
                         lambda *a: calls.append(a[3].numel() - 1) or pattn.paged_attention_triton(*a))
     clips = [clip(s, 300 + i) for i, s in enumerate([0.4, 3.0, 9.5, 1.2])]
     caps = dict(max_batch_size=3, max_prefill_rows=2, max_step_tokens=48)
-    want = engine.load(tiny_model_dir, **caps).generate(clips, max_new_tokens=10)
-    eng = engine.load(tiny_model_dir, **caps)
+    want = engine.load(tiny_model_dir, **caps, dtype="float32").generate(clips, max_new_tokens=10)
+    eng = engine.load(tiny_model_dir, **caps, dtype="float32")
     eng.runner = ModelRunner(eng.net, eng.cache, eng.torch_device, pad_buckets=True, attention="triton")
     assert eng.runner.tensor_metadata and eng.runner.graphs is None   # graphs are for CUDA only
     assert eng.generate(clips, max_new_tokens=10) == want

@@ -23,7 +23,7 @@ def clips():
 
 @pytest.fixture(scope="module")
 def alone(tiny_model_dir, clips):
-    eng = engine.load(tiny_model_dir)
+    eng = engine.load(tiny_model_dir, dtype="float32")
     return [eng.generate([c], max_new_tokens=20)[0] for c in clips]
 
 
@@ -43,7 +43,7 @@ def run_staggered(eng, clips, every: int = 2):
 
 def test_mixed_steps_are_token_exact(tiny_model_dir, clips, alone):
     # Small caps: decode rows share steps with prefill rows, long prompts are chunked.
-    eng = engine.load(tiny_model_dir, max_batch_size=5, max_prefill_rows=2, max_step_tokens=48)
+    eng = engine.load(tiny_model_dir, max_batch_size=5, max_prefill_rows=2, max_step_tokens=48, dtype="float32")
     requests, kinds = run_staggered(eng, clips)
     assert [r.token_ids for r in requests] == alone
     assert any("decode" in k and {"prefill", "chunk"} & k for k in kinds), "no step mixed prefill and decode rows"
@@ -54,7 +54,7 @@ def test_preemption_recomputes_exactly(tiny_model_dir, clips, alone):
     # A cache of 3 blocks of 128 slots cannot hold all running requests: some are preempted
     # (blocks freed) and recomputed later from their prompt and tokens so far.
     eng = engine.load(tiny_model_dir, max_batch_size=8, max_step_tokens=256, block_size=128,
-                      kv_cache_bytes=3 * 2 * 2 * 128 * 2 * 16 * 4)
+                      kv_cache_bytes=3 * 2 * 2 * 128 * 2 * 16 * 4, dtype="float32")
     assert eng.cache.allocator.num_blocks == 3
     requests, _ = run_staggered(eng, clips, every=1)
     assert [r.token_ids for r in requests] == alone
@@ -63,7 +63,7 @@ def test_preemption_recomputes_exactly(tiny_model_dir, clips, alone):
 
 
 def test_cancel_frees_blocks_and_others_finish(tiny_model_dir, clips, alone):
-    eng = engine.load(tiny_model_dir, max_batch_size=4)
+    eng = engine.load(tiny_model_dir, max_batch_size=4, dtype="float32")
     requests = [eng.submit(c, max_new_tokens=20) for c in clips[:5]]
     for _ in range(3):
         eng.step()
@@ -76,7 +76,7 @@ def test_cancel_frees_blocks_and_others_finish(tiny_model_dir, clips, alone):
 
 
 def test_padded_bucket_gives_same_logits(tiny_model_dir, clips):
-    eng = engine.load(tiny_model_dir)
+    eng = engine.load(tiny_model_dir, dtype="float32")
     reqs = [eng.add_request(eng.make_request(c)) for c in clips[:3]]
     rows = eng.scheduler.schedule()
     eng.runner.encode_pending(rows)
@@ -99,5 +99,5 @@ def test_bucket_choice():
 
 
 def test_padded_engine_is_token_exact(tiny_model_dir, clips, alone):
-    eng = engine.load(tiny_model_dir, pad_buckets=True, max_batch_size=6)
+    eng = engine.load(tiny_model_dir, pad_buckets=True, max_batch_size=6, dtype="float32")
     assert eng.generate(clips[:6], max_new_tokens=20) == alone[:6]

@@ -13,6 +13,7 @@ from conftest import espeak_wav
 from test_stream import _read_trimmed as _read
 
 import engine
+from engine.network.encoder_reuse import rows_round_alike
 from engine.pipelines.utterance_reuse import UtteranceReuse
 from engine.serving.scheduler import ScheduledRow
 
@@ -183,7 +184,11 @@ def test_every_update_equals_an_offline_pass(eng, speech):
         offline = eng.generate([audio[start:end]], context=CONTEXT, max_new_tokens=12)[0]
         assert req.token_ids == offline, (kind, start / SR, end / SR)
     assert stream._reuse.prefix_reused > 0
-    assert stream._reuse.encoder.windows_reused > 0 and stream._reuse.encoder.chunks_reused > 0
+    encoder = stream._reuse.encoder
+    if rows_round_alike(eng.net):
+        assert encoder.windows_reused > 0 and encoder.chunks_reused > 0
+    else:   # this CPU rounds rows by their call (see encoder_reuse): every pass encoded fresh, still exact
+        assert encoder.windows_reused == encoder.chunks_reused == 0 and encoder.chunks_computed > 0
     assert sum(r.draft_accepted for _, r, _ in done) > 0
 
 
