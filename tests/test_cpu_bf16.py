@@ -77,3 +77,16 @@ def test_bfloat16_attention_runs_in_float32_where_emulated(emulated):
     q32 = q.float()
     assert torch.equal(cpu_bf16.attention(q32, k.float(), v.float(), is_causal=False),
                        F.scaled_dot_product_attention(q32, k.float(), v.float()))
+
+
+def test_a_single_bfloat16_query_is_attended_in_float32_on_every_cpu():
+    """A decode row: torch's bfloat16 SDPA is several times slower for one query than float32."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 4, n, 16, generator=g).bfloat16() for n in (1, 9, 9))
+    k2, v2 = k[:, :2], v[:, :2]                     # grouped-query attention: 4 query heads over 2
+    out = cpu_bf16.attention(q, k2, v2, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(q.float(), k2.float(), v2.float(), enable_gqa=True).bfloat16()
+    assert out.dtype == torch.bfloat16 and torch.equal(out, expected)
+    q3 = torch.randn(1, 4, 3, 16, generator=g).bfloat16()   # more queries stay in bfloat16 where native
+    if not cpu_bf16.emulated(q3):
+        assert torch.equal(cpu_bf16.attention(q3, k, v), F.scaled_dot_product_attention(q3, k, v))

@@ -12,6 +12,12 @@ Convolutions are worse: there torch runs bfloat16 ones through its slow referenc
 so on such CPUs they always run in float32. So does attention: bfloat16 SDPA took 22 ms of a
 162 ms decode step there, 4x its float32 time.
 
+One case is slow even where bfloat16 is native: attention of a single query (a decode row).
+torch's bfloat16 CPU SDPA took 563 us for one query over 250 cached tokens (16 heads over 8,
+head size 128; AVX512-BF16 EPYC, 2 threads), 107 us for two queries, and 77 us for one query
+widened to float32, copies included: 7 ms of a 44 ms decode step of the 0.6B. So a bfloat16
+query of one token is attended in float32 on every CPU.
+
 Both round each output once, from a float32 accumulation, to bfloat16; only the order of the
 additions differs. bfloat16 is not held token-exact to anything (float32 is), so the faster
 order wins.
@@ -85,8 +91,9 @@ def conv2d(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
-    """F.scaled_dot_product_attention, in float32 (rounded back) where the CPU emulates bfloat16."""
-    if not emulated(q):
+    """F.scaled_dot_product_attention, in float32 (rounded back) where the CPU emulates bfloat16,
+    and for a single bfloat16 query on any CPU. q: [batch, heads, queries, hd]."""
+    if not (emulated(q) or (q.shape[-2] == 1 and q.dtype == torch.bfloat16 and q.device.type == "cpu")):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     mask = kwargs.get("attn_mask")
     if mask is not None and mask.dtype != torch.bool:
