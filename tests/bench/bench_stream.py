@@ -11,7 +11,8 @@ runs as fast as the engine consumes it, every due update runs (none is skipped),
 run alongside, and a run does the same work on any machine.
 
 Printed per run (the stream alone, then beside a file queue that keeps ``--queue-clips`` long
-clips in flight): the wall time of each update request (submission to finish), its mean over
+clips in flight, both engine-clocked, so they measure cost; then ``realtime``: beside the same
+queue with the audio arriving at the speaker's pace, what a user sees, in stream_realtime.py): the wall time of each update request (submission to finish), its mean over
 the first and the last minute of stream time and their ratio (a pass only ever sees the open
 utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
 that fed its last sample) to its final pass being resolved, in wall seconds and engine steps;
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from common import CACHE, real_size_checkpoint, widened_checkpoint
+from stream_realtime import report_realtime, run_realtime
 
 SR = 16000
 SENTENCES = [
@@ -140,9 +142,7 @@ class FileQueue:
 
 def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
     """Stream ``audio`` one block per engine step; return what was measured."""
-    context = (FILLER * (args.context_chars // len(FILLER) + 1))[:args.context_chars]
-    stream = eng.open_stream(language=args.language, context=context, update_interval=args.update_interval,
-                             max_new_tokens=token_cap(args))
+    stream = open_stream(eng, args)
     step, tracked, resolved, fed = 0, {"update": [], "final": []}, [], []
     stream.on_request = lambda kind, req, span: tracked[kind].append(Tracked(req, span, time.perf_counter(), step))
     stream.on_final = lambda final: resolved.append((final.end, time.perf_counter(), step))
@@ -184,6 +184,12 @@ def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
     return dict(wall=wall, steps=step, seconds=len(audio) / SR, updates=tracked["update"],
                 finals=tracked["final"], resolved=resolved, fed=fed, committed=len(stream.committed), stream=stream,
                 queue_done=queue.done if queue is not None else None)
+
+
+def open_stream(eng, args):
+    context = (FILLER * (args.context_chars // len(FILLER) + 1))[:args.context_chars]
+    return eng.open_stream(language=args.language, context=context, update_interval=args.update_interval,
+                           max_new_tokens=token_cap(args))
 
 
 def token_cap(args):
@@ -280,7 +286,9 @@ def main():
     parser.add_argument("--language", default=None)
     parser.add_argument("--queue-clips", type=int, default=2, help="long clips kept in flight beside the stream")
     parser.add_argument("--queue-clip-seconds", type=float, default=30.0)
-    parser.add_argument("--runs", default="alone,queue", help="which runs: alone, queue or both (default)")
+    parser.add_argument("--runs", default="alone,queue,realtime",
+                        help="which runs, comma-separated: alone, queue (engine-clocked), realtime (beside the "
+                             "queue, audio at real-time pace; stream_realtime.py); default all three")
     parser.add_argument("--progress", action="store_true", help="print a line per minute of stream")
     args = parser.parse_args()
     if args.minutes <= 0 or not 0 < args.block <= args.update_interval:
@@ -317,14 +325,21 @@ def main():
     eng.generate([audio[SR:3 * SR]], max_new_tokens=2)         # warm-up outside the measurement
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     for run in runs:
-        if run not in ("alone", "queue"):
+        if run not in ("alone", "queue", "realtime"):
             parser.error(f"unknown run {run!r}")
         queue = FileQueue(eng, audio, args.queue_clips, args.queue_clip_seconds, token_cap(args)) \
-            if run == "queue" else None
+            if run != "alone" else None
         name = "stream alone" if queue is None else (f"stream beside a file queue ({args.queue_clips} x "
                                                      f"{args.queue_clip_seconds:g} s clips)")
-        result = run_session(eng, audio, args, queue)
-        report(name, result, args.minutes)
+        if run == "realtime":
+            result = run_realtime(eng, audio, args, queue, tracked_cls=Tracked, open_stream=lambda: open_stream(eng, args))
+            report_realtime(name + ", audio at real-time pace", result, args.update_interval, percentile)
+            walls, _ = latencies(result)
+            print(f"   end of utterance -> final resolved: p50 {percentile(walls, 50):.2f} s, "
+                  f"p95 {percentile(walls, 95):.2f} s wall")
+        else:
+            result = run_session(eng, audio, args, queue)
+            report(name, result, args.minutes)
         if args.widened:
             from real_speech import wer
 
