@@ -83,10 +83,18 @@ def test_a_single_bfloat16_query_is_attended_in_float32_on_every_cpu():
     """A decode row: torch's bfloat16 SDPA is several times slower for one query than float32."""
     g = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(1, 4, n, 16, generator=g).bfloat16() for n in (1, 9, 9))
-    k2, v2 = k[:, :2], v[:, :2]                     # grouped-query attention: 4 query heads over 2
-    out = cpu_bf16.attention(q, k2, v2, enable_gqa=True)
-    expected = F.scaled_dot_product_attention(q.float(), k2.float(), v2.float(), enable_gqa=True).bfloat16()
+    out = cpu_bf16.attention(q, k, v)
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).bfloat16()
     assert out.dtype == torch.bfloat16 and torch.equal(out, expected)
+    # grouped-query attention (4 query heads over 2 key heads): the heads of a group fold into one row
+    k2, v2 = k[:, :2], v[:, :2]
+    grouped = cpu_bf16.attention(q, k2, v2, enable_gqa=True)
+    reference = F.scaled_dot_product_attention(q.float(), k2.float(), v2.float(), enable_gqa=True)
+    assert grouped.shape == q.shape and grouped.dtype == torch.bfloat16
+    torch.testing.assert_close(grouped.float(), reference, rtol=1e-2, atol=1e-2)
+    if not cpu_bf16.emulated(q):
+        folded = F.scaled_dot_product_attention(q.view(1, 2, 2, 16), k2, v2).view(q.shape)
+        assert torch.equal(grouped, folded)
     q3 = torch.randn(1, 4, 3, 16, generator=g).bfloat16()   # more queries stay in bfloat16 where native
     if not cpu_bf16.emulated(q3):
         assert torch.equal(cpu_bf16.attention(q3, k, v), F.scaled_dot_product_attention(q3, k, v))
