@@ -162,3 +162,40 @@ def test_a_prompt_larger_than_the_cache_fails_alone():
 def test_bad_caps_raise_value_error():
     with pytest.raises(ValueError):
         SchedulerConfig(max_step_tokens=0)
+
+
+def test_file_prefill_yields_to_a_live_update_and_still_finishes():
+    """While a live update (higher priority) is in the engine, queued files only decode; in the gaps
+    between updates they prefill one row of at most ``background_prefill_tokens`` a step; a stream
+    that never leaves a gap does not stop them for good."""
+    caps = SchedulerConfig(max_batch_size=8, max_prefill_rows=4, max_step_tokens=512,
+                           background_prefill_tokens=64, background_window_steps=4)
+    sched = Scheduler(caps, BlockAllocator(512, 16))
+    decoding = fake_request(10, 200)
+    sched.add(decoding)
+    fake_step(sched, caps)                                  # a file already decoding
+    files = [fake_request(1000, 3) for _ in range(2)]
+    update = fake_request(40, 6, priority=10)
+    for r in files + [update]:
+        sched.add(r)
+    rows, _ = fake_step(sched, caps)
+    assert {r.request.id for r in rows} == {decoding.id, update.id}   # the file decodes beside the update
+    while not update.finished:
+        rows, _ = fake_step(sched, caps)
+        assert not any(r.request in files for r in rows), "a file prefilled beside a live update"
+    gap = []                                               # the update is done: files prefill, in small pieces
+    for _ in range(3):
+        rows, _ = fake_step(sched, caps)
+        gap.append([r for r in rows if r.request in files])
+    assert all(len(g) == 1 and g[0].length <= 64 for g in gap)
+    # A stream whose next update is always there: the files still get a piece now and then.
+    before = sum(f.num_cached for f in files)
+    for _ in range(40):
+        if not any(r.priority == 10 and not r.finished for r in sched.running + sched.waiting):
+            sched.add(fake_request(40, 6, priority=10))
+        rows, _ = fake_step(sched, caps)
+        assert all(r.length <= 64 for r in rows if r.request in files)
+    assert before < sum(f.num_cached for f in files) < 2000
+    # Long after the last update, the files are foreground again: full prefill budget.
+    drain(sched, caps)
+    assert all(f.finished for f in files)

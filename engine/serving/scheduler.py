@@ -2,7 +2,11 @@
 
 Priority first (the live stream), then fairness: decode rows rotate by the step
 they last ran, and a newcomer waiting behind a full decode set gets a reserved
-row, so it reaches its first token within a few steps. When cache blocks run
+row, so it reaches its first token within a few steps. Prefill of lower priority
+yields to higher (``_background_budget``): while a live update is in the engine,
+queued files only decode (their rows ride along almost free in a step bound by
+reading the weights) and prefill in the gaps, in small chunks, so an update never
+waits behind a whole file chunk's prefill. When cache blocks run
 out, the newest running request is preempted: its blocks go back and it is
 recomputed later from its prompt and the tokens it already has, never lost.
 """
@@ -40,9 +44,11 @@ class SchedulerConfig:
     max_prefill_rows: int = 8       # prefill rows in a mixed step
     max_step_tokens: int = 2048     # tokens of one step, decode and prefill together
     reserve_after_steps: int = 1    # a waiting request gets a row after waiting this many steps
+    background_prefill_tokens: int = 256   # prefill tokens a step gives lower priority while higher is about
+    background_window_steps: int = 32      # "about": seen in the engine within this many steps
 
     def __post_init__(self):
-        for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens"):
+        for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens", "background_prefill_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
@@ -56,6 +62,7 @@ class Scheduler:
         self.step_count = 0
         self.preemptions = 0
         self.rejected: list[Request] = []
+        self._top_priority = (0, -1)     # (highest priority seen lately, the step it was last seen)
 
     def add(self, request: Request) -> None:
         request.arrival_step = self.step_count
@@ -128,12 +135,21 @@ class Scheduler:
             else:
                 self._preempt(req)  # nothing left to take from: recompute it later
         prefill_rows = 0
+        top, background = self._background_budget(decoders + pending)
+        background_rows = 0
         for req in pending:
             if budget < 1 or prefill_rows >= cfg.max_prefill_rows or len(rows) >= max(cfg.max_batch_size, 1):
                 break
             if req.state is RequestState.FINISHED or req.id in scheduled:
                 continue
-            length = min(req.num_tokens - req.num_cached, budget)
+            limit = budget
+            if req.priority < top:   # background: what is left of its allowance, or a chunk when it starves
+                limit = min(budget, max(background, cfg.background_prefill_tokens if self._starving(req) else 0))
+                if background_rows:
+                    limit = 0        # one background prefill row a step: each new clip runs its whole encoder
+            if limit < 1:
+                continue
+            length = min(req.num_tokens - req.num_cached, limit)
             sample = req.num_cached + length == req.num_tokens
             draft = req.draft_proposal(budget - length) if sample and req.kind == "asr" else []
             length += len(draft)
@@ -151,10 +167,38 @@ class Scheduler:
             rows.append(ScheduledRow(req, req.num_cached, length, sample, draft))
             scheduled.add(req.id)
             budget -= length
+            if req.priority < top:
+                background -= length
+                background_rows += 1
             prefill_rows += 1
         for row in rows:
             row.request.last_scheduled_step = self.step_count
         return rows
+
+    def _background_budget(self, requests: list[Request]) -> tuple[int, int]:
+        """(the priority that counts as foreground now, prefill tokens this step gives the rest).
+
+        While a request of the top priority is in the engine, lower priorities get no prefill: a
+        live update's steps stay short. In the steps between its requests (until
+        ``background_window_steps`` pass without one) they get ``background_prefill_tokens``
+        a step, so the next update waits behind a short step at most. Then everything is
+        foreground again."""
+        cfg = self.config
+        present = max((r.priority for r in requests), default=None)
+        top, seen = self._top_priority
+        if present is not None and (present >= top or self.step_count - seen > cfg.background_window_steps):
+            self._top_priority = top, seen = present, self.step_count
+        if self.step_count - seen > cfg.background_window_steps:
+            return min((r.priority for r in requests), default=0), 0
+        if any(r.priority >= top for r in requests):
+            return top, 0
+        return top, cfg.background_prefill_tokens
+
+    def _starving(self, req: Request) -> bool:
+        """A background request that has not run for twice the window (a stream that never
+        leaves a gap must not stop the queue)."""
+        last = max(req.arrival_step, req.last_scheduled_step)
+        return self.step_count - last > 2 * self.config.background_window_steps
 
     def postprocess(self, rows: list[ScheduledRow], next_tokens: dict[int, int | list[int]]) -> list[Request]:
         """Advance the cache counters, append sampled tokens; return the requests that finished.
