@@ -51,6 +51,8 @@ class SchedulerConfig:
         for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens", "background_prefill_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.background_window_steps < 0:
+            raise ValueError(f"background_window_steps must be at least 0, got {self.background_window_steps}")
 
 
 class Scheduler:
