@@ -199,3 +199,30 @@ def test_file_prefill_yields_to_a_live_update_and_still_finishes():
     # Long after the last update, the files are foreground again: full prefill budget.
     drain(sched, caps)
     assert all(f.finished for f in files)
+
+
+def test_requests_of_one_priority_get_the_whole_budget_whatever_the_priority():
+    """Background throttling needs a higher priority in the engine: a queue of negative-priority
+    files alone prefills as fast as a queue of priority-0 ones."""
+    caps = SchedulerConfig(max_step_tokens=2048)
+    sched = Scheduler(caps, BlockAllocator(4096, 16))
+    for _ in range(3):
+        sched.add(fake_request(1000, 3, priority=-1))
+    rows, _ = fake_step(sched, caps)
+    assert sum(r.length for r in rows) == 2048
+
+
+def test_files_added_after_an_idle_while_are_not_held_back_by_an_old_update():
+    """The engine does not step while idle, so the window is also counted in seconds: files queued
+    a while after the last live update prefill at full speed at once."""
+    import time
+
+    caps = SchedulerConfig(max_step_tokens=2048, background_window_s=0.05)
+    sched = Scheduler(caps, BlockAllocator(4096, 16))
+    sched.add(fake_request(40, 2, priority=10))
+    drain(sched, caps)
+    time.sleep(0.1)
+    for _ in range(3):
+        sched.add(fake_request(1000, 3))
+    rows, _ = fake_step(sched, caps)
+    assert sum(r.length for r in rows) == 2048

@@ -97,11 +97,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> to
     """F.scaled_dot_product_attention, in float32 (rounded back) where the CPU emulates bfloat16,
     and for a single bfloat16 query on any CPU. q: [batch, heads, queries, hd]."""
     single = q.shape[-2] == 1 and q.dtype == torch.bfloat16 and q.device.type == "cpu" and not emulated(q)
-    if single and kwargs.get("enable_gqa") and kwargs.get("attn_mask") is None and q.shape[0] == 1:
+    if (single and kwargs.get("enable_gqa") and kwargs.get("attn_mask") is None and not kwargs.get("is_causal")
+            and q.shape[0] == 1):
         heads, kv_heads = q.shape[1], k.shape[1]
         if heads % kv_heads == 0 and heads > kv_heads:
             # q: [1, heads, 1, hd] -> [1, kv_heads, group, hd]: head h reads key head h // group
             rest = {key: value for key, value in kwargs.items() if key not in ("enable_gqa", "is_causal")}
+            # (is_causal is False here: one query attends to every key)
             folded = F.scaled_dot_product_attention(q.view(1, kv_heads, heads // kv_heads, q.shape[-1]), k, v, **rest)
             return folded.view(q.shape)
     if not (emulated(q) or single):

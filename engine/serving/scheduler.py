@@ -12,6 +12,8 @@ recomputed later from its prompt and the tokens it already has, never lost.
 """
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 from engine.serving.kv_cache import BlockAllocator
@@ -45,7 +47,8 @@ class SchedulerConfig:
     max_step_tokens: int = 2048     # tokens of one step, decode and prefill together
     reserve_after_steps: int = 1    # a waiting request gets a row after waiting this many steps
     background_prefill_tokens: int = 256   # prefill tokens a step gives lower priority while higher is about
-    background_window_steps: int = 32      # "about": seen in the engine within this many steps
+    background_window_steps: int = 32      # "about": seen in the engine within this many steps...
+    background_window_s: float = 3.0       # ...and seconds (the engine does not step while idle)
 
     def __post_init__(self):
         for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens", "background_prefill_tokens"):
@@ -53,6 +56,8 @@ class SchedulerConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.background_window_steps < 0:
             raise ValueError(f"background_window_steps must be at least 0, got {self.background_window_steps}")
+        if not self.background_window_s >= 0:
+            raise ValueError(f"background_window_s must be at least 0, got {self.background_window_s}")
 
 
 class Scheduler:
@@ -64,7 +69,7 @@ class Scheduler:
         self.step_count = 0
         self.preemptions = 0
         self.rejected: list[Request] = []
-        self._top_priority = (0, -1)     # (highest priority seen lately, the step it was last seen)
+        self._top_priority = (0, -1, -math.inf)   # (highest priority seen lately, the step and time it was last seen)
 
     def add(self, request: Request) -> None:
         request.arrival_step = self.step_count
@@ -187,10 +192,13 @@ class Scheduler:
         foreground again."""
         cfg = self.config
         present = max((r.priority for r in requests), default=None)
-        top, seen = self._top_priority
-        if present is not None and (present >= top or self.step_count - seen > cfg.background_window_steps):
-            self._top_priority = top, seen = present, self.step_count
-        if self.step_count - seen > cfg.background_window_steps:
+        top, seen, seen_at = self._top_priority
+        now = time.monotonic()
+        stale = self.step_count - seen > cfg.background_window_steps or now - seen_at > cfg.background_window_s
+        if present is not None and (present >= top or stale):
+            self._top_priority = top, seen, seen_at = present, self.step_count, now
+            stale = False
+        if stale:
             return min((r.priority for r in requests), default=0), 0
         if any(r.priority >= top for r in requests):
             return top, 0
