@@ -112,7 +112,7 @@ say "Installing the project into $VENV (first run, or pyproject.toml changed) ..
 if ! "$VPY" -c "import torch" >/dev/null 2>&1 && ! command -v nvidia-smi >/dev/null 2>&1; then
     # No NVIDIA GPU: this exact release, so that pip takes its CPU build (2.13.0+cpu) where its
     # index or wheel folder offers one; plain PyPI has only the CUDA build on x86-64. Where it is
-    # not available at all, pip's choice for "torch>=2.4" stands.
+    # not available at all, pip's choice for "torch>=2.5" stands.
     "$VPY" -m pip install --quiet "torch==2.13.0" >&2 || true
 fi
 if [ "$what" = test ]; then
