@@ -12,8 +12,8 @@ run alongside, and a run does the same work on any machine.
 
 Printed per run (the stream alone, then beside a file queue that keeps ``--queue-clips`` long
 clips in flight, both engine-clocked, so they measure cost; then ``realtime``: beside the same
-queue with the audio arriving at the speaker's pace, what a user sees, in stream_realtime.py): the wall time of each update request (submission to finish), its mean over
-the first and the last minute of stream time and their ratio (a pass only ever sees the open
+queue with the audio arriving at the speaker's pace, what a user sees, in stream_realtime.py):
+the wall time of each update request (submission to finish), its mean over the first and the last minute of stream time and their ratio (a pass only ever sees the open
 utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
 that fed its last sample) to its final pass being resolved, in wall seconds and engine steps;
 then the engine time per stream second, update wall time p50/p95, the share of draft tokens
@@ -51,7 +51,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from common import CACHE, real_size_checkpoint, widened_checkpoint
-from stream_realtime import report_realtime, run_realtime
 
 SR = 16000
 SENTENCES = [
@@ -155,10 +154,7 @@ def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
             queue.top_up()
         eng.step()
         step += 1
-        now = time.perf_counter()
-        for t in tracked["update"][-2:]:         # at most one update is in flight
-            if t.finished is None and t.request.finished:
-                t.finished, t.finished_step = now, step
+        mark_finished(tracked["update"], step)
 
     while pos < len(audio):
         if any(t.finished is None for t in tracked["update"]):
@@ -184,6 +180,14 @@ def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
     return dict(wall=wall, steps=step, seconds=len(audio) / SR, updates=tracked["update"],
                 finals=tracked["final"], resolved=resolved, fed=fed, committed=len(stream.committed), stream=stream,
                 queue_done=queue.done if queue is not None else None)
+
+
+def mark_finished(updates: list[Tracked], step: int) -> None:
+    """Date the update that finished in the step just run (at most one is in flight)."""
+    now = time.perf_counter()
+    for t in updates[-2:]:
+        if t.finished is None and t.request.finished:
+            t.finished, t.finished_step = now, step
 
 
 def open_stream(eng, args):
@@ -332,8 +336,10 @@ def main():
         name = "stream alone" if queue is None else (f"stream beside a file queue ({args.queue_clips} x "
                                                      f"{args.queue_clip_seconds:g} s clips)")
         if run == "realtime":
-            result = run_realtime(eng, audio, args, queue, tracked_cls=Tracked, open_stream=lambda: open_stream(eng, args))
-            report_realtime(name + ", audio at real-time pace", result, args.update_interval, percentile)
+            from stream_realtime import report_realtime, run_realtime   # it imports this module
+
+            result = run_realtime(eng, audio, args, queue)
+            report_realtime(name + ", audio at real-time pace", result, args.update_interval)
             walls, _ = latencies(result)
             print(f"   end of utterance -> final resolved: p50 {percentile(walls, 50):.2f} s, "
                   f"p95 {percentile(walls, 95):.2f} s wall")

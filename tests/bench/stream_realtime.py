@@ -15,16 +15,15 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from bench_stream import SR, Tracked, mark_finished, open_stream, percentile
 
-SR = 16000
 
-
-def run_realtime(eng, audio: np.ndarray, args, queue, *, tracked_cls, open_stream) -> dict:
+def run_realtime(eng, audio: np.ndarray, args, queue) -> dict:
     """Stream ``audio`` at real-time pace beside ``queue``; return what was measured, in the
     shape ``bench_stream.report`` reads, plus ``lags`` (seconds behind, after every step)."""
-    stream = open_stream()
+    stream = open_stream(eng, args)
     step, tracked, resolved, fed, lags = 0, {"update": [], "final": []}, [], [], []
-    stream.on_request = lambda kind, req, span: tracked[kind].append(tracked_cls(req, span, time.perf_counter(), step))
+    stream.on_request = lambda kind, req, span: tracked[kind].append(Tracked(req, span, time.perf_counter(), step))
     stream.on_final = lambda final: resolved.append((final.end, time.perf_counter(), step))
     block = max(1, int(args.block * SR))
     busy = 0.0
@@ -49,10 +48,7 @@ def run_realtime(eng, audio: np.ndarray, args, queue, *, tracked_cls, open_strea
             eng.step()
             busy += time.perf_counter() - t
             step += 1
-            now = time.perf_counter()
-            for t in tracked["update"][-2:]:
-                if t.finished is None and t.request.finished:
-                    t.finished, t.finished_step = now, step
+            mark_finished(tracked["update"], step)
             lags.append(stream.lag_seconds)
         elif pos < len(audio):
             time.sleep(max(0.0, started + (pos + block) / SR - time.perf_counter()))
@@ -64,7 +60,7 @@ def run_realtime(eng, audio: np.ndarray, args, queue, *, tracked_cls, open_strea
                 queue_done=queue.done if queue is not None else None, lags=lags)
 
 
-def report_realtime(name: str, result: dict, interval: float, percentile) -> None:
+def report_realtime(name: str, result: dict, interval: float) -> None:
     """What a user watching the captions would notice."""
     lags = result["lags"] or [0.0]
     updates = result["updates"]
