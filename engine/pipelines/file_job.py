@@ -252,6 +252,8 @@ class FileJob:
             from engine.text.words import words_from_alignment
 
             seg.words = words_from_alignment(self.engine.aligner, req, seg, self.words_problems)
+            if seg.words:
+                seg.timing = "aligned"
         self._align = pending
 
     def _finish(self) -> None:

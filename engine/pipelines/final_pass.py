@@ -66,6 +66,8 @@ class FinalPass:
                 from engine.text.words import words_from_alignment
 
                 self.segment.words = words_from_alignment(engine.aligner, self.align, self.segment)
+                if self.segment.words:
+                    self.segment.timing = "aligned"
             self.align = None
         self.samples = None
         return True

@@ -79,7 +79,8 @@ def _split_timed(segment: Segment, spans: list[tuple[int, int]]) -> list[Segment
         start = words[0].start if words else segment.start
         end = words[-1].end if words else start
         out.append(Segment(start=start, end=max(start, end), text=segment.text[a:b], words=words,
-                           language=segment.language))
+                           language=segment.language, timing=segment.timing,
+                           speaker=segment.speaker))
     return out
 
 
@@ -90,7 +91,8 @@ def _split_untimed(segment: Segment, spans: list[tuple[int, int]]) -> list[Segme
     for a, b in spans:
         end = t + length * (b - a) / total
         out.append(Segment(start=round(t, 3), end=round(end, 3), text=segment.text[a:b],
-                           language=segment.language))
+                           language=segment.language, timing=segment.timing,
+                           speaker=segment.speaker))
         t = end
     out[-1].end = segment.end
     return out

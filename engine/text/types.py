@@ -16,11 +16,13 @@ class Word:
         text: the word as it appears in the segment text (punctuation kept).
         start: start time in seconds from the beginning of the file or stream.
         end: end time in seconds; ``end >= start``.
+        speaker: the speaker label (e.g. ``"S1"``) when speakers were labelled, else None.
     """
 
     text: str
     start: float
     end: float
+    speaker: str | None = None
 
 
 @dataclass
@@ -33,6 +35,9 @@ class Segment:
         text: the transcribed text of this stretch.
         words: word timestamps when an aligner ran, else an empty list.
         language: the language the model detected or was told, if any.
+        timing: ``"aligned"`` when start, end and word times come from the forced
+            aligner, ``"estimated"`` when they were placed from the audio without it.
+        speaker: the speaker label (e.g. ``"S1"``) when speakers were labelled, else None.
     """
 
     start: float
@@ -40,6 +45,8 @@ class Segment:
     text: str
     words: list[Word] = field(default_factory=list)
     language: str | None = None
+    timing: str = "estimated"
+    speaker: str | None = None
 
 
 @dataclass
@@ -57,6 +64,8 @@ class Transcript:
         audio_track: the audio track transcribed (1-based) when the file has several.
         notes: what a user should know about this result: the track used, audio
             brought back into range, the model stopped for repeating itself.
+        speaker_names: names the user gave to speaker labels (``{"S1": "Alice"}``);
+            a label without a name shows as itself.
     """
 
     text: str
@@ -67,6 +76,7 @@ class Transcript:
     words_note: str = ""
     audio_track: int | None = None
     notes: list[str] = field(default_factory=list)
+    speaker_names: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,6 +88,9 @@ class Transcript:
                 start=s["start"], end=s["end"], text=s["text"],
                 words=[Word(**w) for w in s.get("words", [])],
                 language=s.get("language"),
+                # transcripts saved before the field existed: word times meant the aligner ran
+                timing=s.get("timing") or ("aligned" if s.get("words") else "estimated"),
+                speaker=s.get("speaker"),
             )
             for s in data.get("segments", [])
         ]
@@ -86,4 +99,5 @@ class Transcript:
             duration=data.get("duration", 0.0), segments=segments,
             model=data.get("model", ""), words_note=data.get("words_note", ""),
             audio_track=data.get("audio_track"), notes=list(data.get("notes") or []),
+            speaker_names=dict(data.get("speaker_names") or {}),
         )
