@@ -54,16 +54,6 @@ def _resolve_model(name: str) -> str:
     return str(where) if kind == "local" else str(download_model(where))
 
 
-def _hardware_note(eng) -> str:
-    """Why this dtype: on CPU, the CPU and whether it computes bfloat16 natively."""
-    import torch
-
-    if eng.device != "cpu":
-        return torch.cuda.get_device_name(eng.torch_device) if eng.device == "cuda" else eng.device
-    from engine.network.loading import cpu_description
-
-    return f"{cpu_description()}, {torch.get_num_threads()} threads"
-
 
 class ProgressBar:
     """A one-line progress bar on stderr for a terminal (silent when not a TTY)."""
@@ -117,19 +107,11 @@ def plan_outputs(args):
     return files, names, None
 
 
-# Compact weights (engine/network/fp16_weights.py) make float32 decoding 1.4-1.6x faster on
-# CPUs without bfloat16 hardware but take ~10 s more to load on 2 cores. Measured with the
-# 0.6B dims (random weights) on 2 AVX2 cores, end to end: a 6 s file 24 s float, 27-30 s
-# compact; a 1-minute file 66.9 s float, 51.6 s compact. Random weights decode more tokens per
-# second of audio than speech does, so the bar sits above their break-even (~20 s). The app
-# loads once and keeps them on.
-COMPACT_MIN_AUDIO_SECONDS = 60.0
-
-
 def _worth_compacting(files) -> bool:
     """Whether these inputs hold enough audio to repay compacting the weights at load
-    (lengths from the files' headers; unreadable files do not count)."""
+    (the platform's rule; lengths from the files' headers; unreadable files do not count)."""
     from engine.audio.decode import audio_info
+    from engine.network.platform import COMPACT_MIN_AUDIO_SECONDS
 
     total = 0.0
     for name in files:
@@ -163,7 +145,7 @@ def transcribe_command(args) -> int:
     if not args.quiet:
         weights = ", int8 weights" if getattr(eng, "quantize", None) else ""
         weights += ", compact weights" if getattr(eng.net, "compact_projections", 0) else ""
-        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{weights} ({_hardware_note(eng)})",
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{weights} ({eng.hardware})",
               file=sys.stderr)
     words = eng.aligner is not None
     jobs = []

@@ -40,6 +40,20 @@ class Engine(EngineCore):
         self.use_vad = use_vad
         prepare_prompts(self.tokenizer)   # a chat template that never finishes fails the load, not each request
 
+    @property
+    def hardware(self) -> str:
+        """What the model runs on, for a status line: the GPU's name, or the CPU with its bfloat16
+        hardware and thread count (``platform.Platform.describe``)."""
+        import torch
+
+        if self.torch_device.type == "cuda":
+            return torch.cuda.get_device_name(self.torch_device)
+        if self.torch_device.type != "cpu":
+            return str(self.torch_device)
+        from engine.network import platform
+
+        return f"{platform.current().describe()}, {torch.get_num_threads()} threads"
+
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
                      priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True) -> Request:

@@ -14,7 +14,7 @@ import torch
 from conftest import espeak_wav
 
 import engine
-from engine.network import cpu_bf16
+from engine.network import platform
 from engine.network.encoder import encode_audio
 from engine.network.encoder_reuse import EncoderReuse, rows_round_alike
 from engine.network.features import log_mel
@@ -29,7 +29,7 @@ def eng(tiny_model_dir):
     unlike the same chunk in a batch, so reuse switches itself off there in float32; the
     float32 fallback is tested in test_stream_reuse)."""
     eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
-    if not rows_round_alike(eng.net) and cpu_bf16.cpu_has_native_bf16():
+    if not rows_round_alike(eng.net) and platform.current().native_bf16:
         eng = engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")
     return eng
 

@@ -12,11 +12,12 @@ import torch
 import torch.nn.functional as F
 from checkpoints import build_checkpoint
 from reference import reference_generate
+from platforms import on_platform
 from test_engine_parity import clip
 
 import engine
-from engine.network import cpu_bf16, fp16_weights
-from engine.network.fp16_weights import Fp16Projection, fp16_gemm_works, scale_exactly, stores_as_fp16
+from engine.network import fp16_weights
+from engine.network.fp16_weights import Fp16CompactLinear, fp16_gemm_works, scale_exactly, stores_as_fp16
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
@@ -24,7 +25,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 @pytest.fixture
 def fp16_on(monkeypatch):
     """The rule says yes on any x86 CPU, so a CI machine with native bfloat16 runs these paths too."""
-    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+    on_platform(monkeypatch, native_bf16=False)
 
 
 def bf16_valued(*shape, seed=0, scale=0.02) -> torch.Tensor:
@@ -32,8 +33,8 @@ def bf16_valued(*shape, seed=0, scale=0.02) -> torch.Tensor:
     return (torch.randn(*shape, generator=g) * scale).bfloat16().float()
 
 
-def packed(weight: torch.Tensor) -> Fp16Projection:
-    proj = Fp16Projection(weight)
+def packed(weight: torch.Tensor) -> Fp16CompactLinear:
+    proj = Fp16CompactLinear(weight)
     proj.pack()
     return proj
 
@@ -106,12 +107,12 @@ def test_bfloat16_activations_come_back_bfloat16(fp16_on):
 
 def test_where_it_applies(monkeypatch):
     monkeypatch.setattr(fp16_weights, "fp16_gemm_works", lambda: True)
-    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+    on_platform(monkeypatch, native_bf16=False)
     assert stores_as_fp16(torch.zeros(4, 4)) and stores_as_fp16(torch.zeros(4, 4, dtype=torch.bfloat16))
     assert not stores_as_fp16(torch.zeros(4, 4, dtype=torch.float16))
-    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: True)    # bfloat16 hardware: its own GEMMs
+    on_platform(monkeypatch, native_bf16=True)    # bfloat16 hardware: its own GEMMs
     assert not stores_as_fp16(torch.zeros(4, 4))
-    monkeypatch.setattr(cpu_bf16, "cpu_has_native_bf16", lambda: False)
+    on_platform(monkeypatch, native_bf16=False)
     monkeypatch.setattr(fp16_weights, "fp16_gemm_works", lambda: False)  # not x86, or no fbgemm
     assert not stores_as_fp16(torch.zeros(4, 4))
 
@@ -125,7 +126,7 @@ def bf16_checkpoint(tmp_path_factory):
 def fp16_projections(eng) -> list:
     layers = eng.net.language_model.layers
     return [p for layer in layers for p in (layer.qkv, layer.gate_up, layer.o, layer.down)
-            if isinstance(p, Fp16Projection)]
+            if isinstance(p, Fp16CompactLinear)]
 
 
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
@@ -163,18 +164,10 @@ def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path
 
 
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
-def test_bfloat16_load_where_onednn_takes_the_plain_weight(bf16_checkpoint, monkeypatch, fp16_on):
-    """On AVX-512 CPUs without native bfloat16 (Skylake-SP, Cascade Lake) Projection.for_device hands
-    a bfloat16 weight to oneDNN and drops the plain one; the fp16 check still needs it."""
-    from engine.network import projection
-
-    def dropping(cls, weight):
-        proj = cls(weight)
-        if weight.dtype == torch.bfloat16:
-            proj.packed, proj.weight = weight, None    # as oneDNN's reorder leaves it
-        return proj
-
-    monkeypatch.setattr(projection.Projection, "for_device", classmethod(dropping))
+def test_bfloat16_load_where_onednn_takes_the_plain_weight(bf16_checkpoint, monkeypatch):
+    """On AVX-512 CPUs without native bfloat16 (Skylake-SP, Cascade Lake) a bfloat16 weight's float
+    method is oneDNN's packed copy, which drops the plain weight; the fp16 check still needs it."""
+    on_platform(monkeypatch, native_bf16=False, onednn_bf16_packing=True)
     eng = engine.load(bf16_checkpoint, device="cpu", dtype="bfloat16")
     assert fp16_projections(eng) and all(p.packed is not None for p in fp16_projections(eng))
     assert len(eng.generate([clip(2.0, 1)], max_new_tokens=4)[0]) > 0
@@ -192,7 +185,8 @@ def test_cli_compacts_only_for_enough_audio(tmp_path):
     import numpy as np
     import soundfile as sf
 
-    from cli.main import COMPACT_MIN_AUDIO_SECONDS, _worth_compacting
+    from cli.main import _worth_compacting
+    from engine.network.platform import COMPACT_MIN_AUDIO_SECONDS
 
     short, long_ = tmp_path / "short.wav", tmp_path / "long.wav"
     sf.write(short, np.zeros(16000 * 30, np.float32), 16000)

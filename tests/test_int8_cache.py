@@ -11,7 +11,7 @@ import torch
 from test_engine_parity import clip
 
 import engine
-from engine.network import int8_cache, projection
+from engine.network import choose_linear, int8_cache, int8_linear, platform
 
 
 @pytest.fixture
@@ -27,9 +27,9 @@ def model(tiny_model_dir, tmp_path):
 
 
 def count_quantized(monkeypatch) -> list:
-    projection._dynamic_int8_works()          # its one-time probe quantizes a test matrix
-    calls, real = [], projection.quantize_int8
-    monkeypatch.setattr(projection, "quantize_int8", lambda w: calls.append(w.shape) or real(w))
+    platform.current()          # its one-time probe quantizes a test matrix
+    calls, real = [], int8_linear.quantize_int8
+    monkeypatch.setattr(choose_linear, "quantize_int8", lambda w: calls.append(w.shape) or real(w))
     return calls
 
 
@@ -111,7 +111,7 @@ def test_failed_packing_falls_back_to_the_unpacked_path(model, cache, monkeypatc
     def broken(self, quantized_tensor=None):
         raise RuntimeError("no fbgemm today")
 
-    monkeypatch.setattr(projection.Int8Projection, "pack", broken)
+    monkeypatch.setattr(int8_linear.Int8DynamicLinear, "pack", broken)
     with pytest.warns(UserWarning, match="packing failed"):
         again = transcribe(model)
     assert len(again) == len(first) and all(again)

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 import engine
 from cli.main import main
-from engine.network import projection
-from engine.network.projection import Int8Projection, check_quantize, quantize_int8
+from engine.network import int8_linear
+from engine.network.int8_linear import Int8DynamicLinear, check_quantize, quantize_int8
 
 
 def dynamic_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -35,7 +35,7 @@ def test_int8_weights_round_trip_within_half_a_step():
 def test_int8_projection_matches_plain_torch_reference(rows):
     torch.manual_seed(rows)
     w, x = torch.randn(96, 64) * 0.05, torch.randn(rows, 64)
-    proj = Int8Projection(w)
+    proj = Int8DynamicLinear(w)
     y = proj(x)
     ref = dynamic_reference(x, w) if proj.packed is not None else \
         x.double() @ (proj.q.double() * proj.scale.double()[:, None]).T
@@ -46,15 +46,15 @@ def test_int8_projection_matches_plain_torch_reference(rows):
 
 
 def test_int8_projection_without_the_dynamic_op_dequantizes_exactly(monkeypatch):
-    monkeypatch.setattr(projection, "_dynamic_int8_works", lambda: False)
+    monkeypatch.setattr(int8_linear, "_dynamic_int8_works", lambda: False)
     w, x = torch.randn(32, 16), torch.randn(3, 16)
-    proj = Int8Projection(w)
+    proj = Int8DynamicLinear(w)
     assert proj.packed is None
     torch.testing.assert_close(proj(x), F.linear(x, proj.q.float() * proj.scale[:, None]))
 
 
 def test_bfloat16_activations_come_back_in_bfloat16():
-    proj = Int8Projection(torch.randn(32, 16))
+    proj = Int8DynamicLinear(torch.randn(32, 16))
     assert proj(torch.randn(2, 16).bfloat16()).dtype == torch.bfloat16
 
 
@@ -74,7 +74,7 @@ def test_engine_loads_int8_and_transcribes(tiny_model_dir):
     eng = engine.load(tiny_model_dir, device="cpu", dtype="float32", quantize="int8", kv_cache_bytes=64 << 20)
     assert eng.quantize == "int8"
     layer = eng.net.language_model.layers[0]
-    assert all(isinstance(p, Int8Projection) for p in (layer.qkv, layer.o, layer.gate_up, layer.down, eng.net.head))
+    assert all(isinstance(p, Int8DynamicLinear) for p in (layer.qkv, layer.o, layer.gate_up, layer.down, eng.net.head))
     # each layer's int8 projection computes what plain torch computes from its int8 weights
     x = torch.randn(4, eng.config.decoder.hidden_size)
     y = layer.qkv(x)
@@ -87,7 +87,7 @@ def test_engine_loads_int8_and_transcribes(tiny_model_dir):
     [tokens] = eng.generate([audio], max_new_tokens=5)
     assert 1 <= len(tokens) <= 5 and all(0 <= t < eng.config.decoder.vocab_size for t in tokens)
     exact = engine.load(tiny_model_dir, device="cpu", dtype="float32", kv_cache_bytes=64 << 20)
-    assert exact.quantize is None and not isinstance(exact.net.language_model.layers[0].qkv, Int8Projection)
+    assert exact.quantize is None and not isinstance(exact.net.language_model.layers[0].qkv, Int8DynamicLinear)
 
 
 def test_cli_accepts_quantize_int8(tiny_model_dir, speech_wav, tmp_path, capsys):

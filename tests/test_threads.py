@@ -62,13 +62,14 @@ def test_vad_loader_restores_threads_in_process():
 
 def test_default_dtype_follows_cpu_bf16_support(monkeypatch):
     import torch
+    from platforms import on_platform
 
     from engine.network import loading as model
 
     cpu = torch.device("cpu")
-    monkeypatch.setattr(model, "cpu_has_native_bf16", lambda: True)
+    on_platform(monkeypatch, native_bf16=True)
     assert model.resolve_dtype(None, cpu) == torch.bfloat16
-    monkeypatch.setattr(model, "cpu_has_native_bf16", lambda: False)
+    on_platform(monkeypatch, native_bf16=False)
     assert model.resolve_dtype(None, cpu) == torch.float32
     assert model.resolve_dtype("float32", cpu) == torch.float32   # an explicit choice wins
     assert "AMX" in model.cpu_description()

@@ -1,4 +1,4 @@
-"""The Qwen3-ASR network itself: config, weights, log-mel features, encoder, decoder, projections.
+"""The Qwen3-ASR network itself: config, weights, log-mel features, encoder, decoder, linear methods.
 
 Plain torch modules and forward functions. Imports nothing from the rest of ``engine``
 but ``engine.errors`` (and the ``kernels`` package): serving, audio, text and pipelines

@@ -12,7 +12,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from engine.network import cpu_bf16
+from engine.network import ops
 from engine.network.modules import Qwen3ASRNetwork
 from kernels import triton_available
 from kernels.qk_norm_rope import _check as check_qk_norm_rope
@@ -121,7 +121,7 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
     q_heads = q.transpose(0, 1)[None]                                  # [1, heads, tokens, hd]
     outs, filled = [], 0
     for row in plan:
-        o = cpu_bf16.attention(q_heads.narrow(2, row.start, row.n), _row_kv(cache_k, keys, row),
+        o = ops.attention(q_heads.narrow(2, row.start, row.n), _row_kv(cache_k, keys, row),
                                _row_kv(cache_v, values, row), attn_mask=row.mask,
                                is_causal=row.causal, enable_gqa=True)
         outs.append(o.view(1, heads, hd) if row.n == 1 else o[0].transpose(0, 1))   # [n, heads, hd]

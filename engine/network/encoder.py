@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.network import cpu_bf16
+from engine.network import ops
 from engine.network.config import audio_token_count, conv_output_length
 from engine.network.modules import Qwen3ASRNetwork
 
@@ -21,19 +21,19 @@ from engine.network.modules import Qwen3ASRNetwork
 CONV_BATCH_CHUNKS = {"cpu": 4, "cuda": 64}
 
 # Every encoder GEMM gets at least this many rows (zero rows appended). BLAS libraries take other
-# kernels for a few rows, which round differently (this CPU's MKL: fewer than 12 rows, not a multiple
-# of 4): padded, a row comes out the same whether its window is encoded alone (a live stream's open
-# window, EncoderReuse) or among many (a whole clip). rows_round_alike() checks the rest.
+# kernels for a few rows, which round differently: padded, a row comes out the same whether its
+# window is encoded alone (a live stream's open window, EncoderReuse) or among many (a whole
+# clip). rows_round_alike() checks, on the machine at hand, that this holds.
 MIN_GEMM_ROWS = 32
 
 
 def padded_linear(linear, x: torch.Tensor) -> torch.Tensor:
-    """linear(x) for x: [rows, in], computed over at least MIN_GEMM_ROWS rows (through
-    cpu_bf16, so emulated bfloat16 runs in float32)."""
+    """linear(x) for x: [rows, in], computed over at least MIN_GEMM_ROWS rows (through ``ops``,
+    so emulated bfloat16 runs in float32)."""
     rows = x.shape[0]
     if rows >= MIN_GEMM_ROWS:
-        return cpu_bf16.linear(x, linear.weight, linear.bias)
-    return cpu_bf16.linear(F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows)), linear.weight, linear.bias)[:rows]
+        return ops.linear(x, linear.weight, linear.bias)
+    return ops.linear(F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows)), linear.weight, linear.bias)[:rows]
 
 
 def _chunk_features(features: list[torch.Tensor], chunk: int):
@@ -64,9 +64,9 @@ def _conv_batches(tower, chunks: torch.Tensor) -> torch.Tensor:
     for start in range(0, chunks.shape[0], batch):
         # channels_last: oneDNN's convolutions are 2-4x faster in it on CPU (1 input channel most of all).
         x = chunks[start:start + batch].contiguous(memory_format=torch.channels_last)
-        x = F.gelu(cpu_bf16.conv2d(tower.conv2d1, x))
-        x = F.gelu(cpu_bf16.conv2d(tower.conv2d2, x))
-        x = F.gelu(cpu_bf16.conv2d(tower.conv2d3, x))      # x: [n, ch, freq, t]
+        x = F.gelu(ops.conv2d(tower.conv2d1, x))
+        x = F.gelu(ops.conv2d(tower.conv2d2, x))
+        x = F.gelu(ops.conv2d(tower.conv2d3, x))      # x: [n, ch, freq, t]
         n, ch, freq, t = x.shape
         x = padded_linear(tower.conv_out, x.permute(0, 3, 1, 2).reshape(n * t, ch * freq)).view(n, t, -1)
         outs.append(x + tower.positions[:t].to(x.dtype))
@@ -97,7 +97,7 @@ def _windowed_attention(layer, x: torch.Tensor, groups, heads: int) -> torch.Ten
     for length, starts in groups.items():
         idx = (torch.tensor(starts, device=x.device)[:, None] + torch.arange(length, device=x.device)).reshape(-1)
         qg, kg, vg = (t.index_select(0, idx).view(len(starts), length, heads, hd).transpose(1, 2) for t in (q, k, v))
-        og = cpu_bf16.attention(qg, kg, vg)     # og: [windows, heads, length, hd]
+        og = ops.attention(qg, kg, vg)     # og: [windows, heads, length, hd]
         out.index_copy_(0, idx, og.transpose(1, 2).reshape(-1, heads, hd))
     return padded_linear(attn.out_proj, out.view(tokens, d))
 

@@ -8,9 +8,9 @@ import torch
 from engine.errors import CheckpointError
 from engine.network import int8_cache
 from engine.network.config import ModelConfig, load_config
-from engine.network.cpu_bf16 import cpu_has_native_bf16
+from engine.network import platform
+from engine.network.int8_linear import check_quantize
 from engine.network.modules import LanguageModel, Qwen3ASRNetwork, sinusoid_positions
-from engine.network.projection import cpuinfo_field
 from engine.network.headers import read_checkpoint
 from engine.network.weights import check_layers, load_weights
 
@@ -26,23 +26,14 @@ def resolve_device(device) -> torch.device:
 
 def cpu_description() -> str:
     """The CPU model and its bfloat16 hardware, for status lines and benchmark headers."""
-    model = cpuinfo_field("model name")
-    if model is None:
-        import platform
-        model = platform.processor() or "unknown CPU"
-    cpu = getattr(torch, "cpu", None)
-    amx = bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)())
-    bf16 = bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
-    return f"{model} (AMX {'yes' if amx else 'no'}, AVX512-BF16 {'yes' if bf16 else 'no'})"
+    return platform.current().describe()
 
 
 def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     """``None`` picks the fastest exact-enough dtype: bfloat16 on CUDA and on CPUs with native
     bfloat16, float32 on other CPUs."""
     if dtype is None:
-        if device.type == "cuda" or cpu_has_native_bf16():
-            return torch.bfloat16
-        return torch.float32
+        return platform.current().default_dtype(device)
     if isinstance(dtype, str):
         names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -109,4 +100,4 @@ def load_tokenizer(model_dir):
         raise CheckpointError(f"{model_dir}: cannot load the tokenizer ({e})") from e
 
 
-__all__ = ["load_network", "load_tokenizer", "resolve_device", "resolve_dtype", "LanguageModel"]
+__all__ = ["load_network", "load_tokenizer", "resolve_device", "resolve_dtype", "check_quantize", "LanguageModel"]

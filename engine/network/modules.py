@@ -11,6 +11,8 @@ import torch
 from torch import nn
 
 from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
+from engine.network.choose_linear import LinearChooser, fits
+from engine.network.linear_methods import NotLoaded
 
 
 def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
@@ -80,8 +82,10 @@ class DecoderLayer(nn.Module):
         self.mlp.down_proj = nn.Linear(c.intermediate_size, h, bias=False)
         self.input_layernorm = RMSNorm(h, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(h, c.rms_norm_eps)
-        # Filled by fuse_projections(): one GEMM for q, k, v, one for gate and up.
-        self.qkv = self.o = self.gate_up = self.down = None
+        # The linear methods decode steps call: one GEMM for q, k, v, one for gate and up;
+        # fuse_projections sets them from the checkpoint's weights.
+        self.qkv, self.o = NotLoaded("qkv"), NotLoaded("o")
+        self.gate_up, self.down = NotLoaded("gate_up"), NotLoaded("down")
 
 
 class LanguageModel(nn.Module):
@@ -133,7 +137,7 @@ class Qwen3ASRNetwork(nn.Module):
         shapes = {name: tuple(p.shape) for name, p in self.named_parameters()}
         covered = set()
         for name, params in self.int8_sources().items():
-            if _fits((int8_weights or {}).get(name), (sum(shapes[p][0] for p in params), shapes[params[0]][1])):
+            if fits((int8_weights or {}).get(name), (sum(shapes[p][0] for p in params), shapes[params[0]][1])):
                 covered.update(params)
         return covered
 
@@ -141,65 +145,36 @@ class Qwen3ASRNetwork(nn.Module):
     def fuse_projections(self, quantize: str | None = None,
                          int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
                          compact: bool = False) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer;
-        ``quantize="int8"`` stores them, and the LM head, as int8 (projection.Int8Projection).
+        """Concatenate q/k/v and gate/up weights so each runs as one GEMM per layer, and give
+        every decoder projection and the LM head its linear method (``choose_linear``).
 
-        ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache); a projection
-        found there with the right shape is not quantized again. ``compact``: bfloat16-valued
-        weights in 2 bytes where ``fp16_weights.stores_as_fp16`` says so. Returns what was
-        quantized here, for the cache (empty when nothing was)."""
-        from engine.network.fp16_weights import CompactEmbedding, Fp16Projection, pack_all, stores_as_fp16
-        from engine.network.projection import Int8Projection, Projection, pack_int8, quantize_int8
-
-        cached, fresh, int8, fp16 = int8_weights or {}, {}, [], []
+        ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache). Returns what
+        was quantized here, for the cache (empty when nothing was)."""
         device = self.language_model.embed_tokens.weight.device
-
-        def project(name: str, *weights: torch.Tensor, tied: bool = False):
-            # tied: the LM head sharing the embedding's matrix keeps that very tensor as its
-            # float weight (no packed copy beside it), unless compact weights hold both in float16.
-            if quantize != "int8":
-                weight = weights[0] if len(weights) == 1 else torch.cat(weights)
-                if not (compact and stores_as_fp16(weight)):
-                    return Projection(weight) if tied else Projection.for_device(weight)
-                fp16.append(Fp16Projection(weight, tied=tied))     # bfloat16 values in 2 bytes
-                return fp16[-1]
-            shape = (sum(w.shape[0] for w in weights), weights[0].shape[1])
-            q_scale = cached.get(name)
-            if not _fits(q_scale, shape):
-                q_scale = fresh[name] = quantize_int8(weights[0] if len(weights) == 1 else torch.cat(weights))
-            int8.append(Int8Projection(quantized=q_scale, pack=False))
-            return int8[-1]
-
+        choose = LinearChooser(quantize, int8_weights, compact)
         for i, layer in enumerate(self.language_model.layers):
             a, m = layer.self_attn, layer.mlp
-            layer.qkv = project(f"layers.{i}.qkv", a.q_proj.weight, a.k_proj.weight, a.v_proj.weight)
-            layer.gate_up = project(f"layers.{i}.gate_up", m.gate_proj.weight, m.up_proj.weight)
-            layer.o = project(f"layers.{i}.o", a.o_proj.weight.data)
-            layer.down = project(f"layers.{i}.down", m.down_proj.weight.data)
-            # The projections replace the originals; drop them to keep one copy in memory.
+            layer.qkv = choose(f"layers.{i}.qkv", a.q_proj.weight, a.k_proj.weight, a.v_proj.weight)
+            layer.gate_up = choose(f"layers.{i}.gate_up", m.gate_proj.weight, m.up_proj.weight)
+            layer.o = choose(f"layers.{i}.o", a.o_proj.weight.data)
+            layer.down = choose(f"layers.{i}.down", m.down_proj.weight.data)
+            # The fused methods replace the originals; drop them to keep one copy in memory.
             for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                 _drop_weight(lin, device)
         if hasattr(self, "lm_head"):
             # The LM head is the largest single read of a decode step.
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
-            self.head = project("head", weight, tied=tied)
-        pack_int8(int8)     # in the background, while the tokenizer and the KV cache load
-        pack_all(fp16)      # at once: packing beside running torch ops oversubscribes the cores
-        self.compact_projections = sum(p.packed is not None for p in fp16)
+            self.head = choose("head", weight, tied=tied)
+        choose.finish()
+        self.compact_projections = choose.compact_count
         if hasattr(self, "lm_head"):
-            if getattr(self.head, "values", None) is not None:     # a tied head packed in float16
-                lm = self.language_model
-                lm.embed_tokens = CompactEmbedding(self.head.values, self.head.inverse_scale, lm.norm.weight.dtype)
-                self.head.values = None          # the embedding holds them; the float32 matrix goes
-            if getattr(self.head, "weight", None) is None:
+            embedding = choose.compact_embedding(self.head, self.language_model.norm.weight.dtype)
+            if embedding is not None:        # a tied head packed in float16: the embedding reads it
+                self.language_model.embed_tokens = embedding
+            if self.head.weight is None:
                 _drop_weight(self.lm_head, device)   # int8 or packed: the plain head is no longer read
-        return fresh
-
-
-def _fits(q_scale: tuple[torch.Tensor, torch.Tensor] | None, shape: tuple[int, int]) -> bool:
-    """A cached int8 entry (q, scale) for a projection of ``shape`` [out, in]."""
-    return q_scale is not None and tuple(q_scale[0].shape) == shape and tuple(q_scale[1].shape) == shape[:1]
+        return choose.fresh
 
 
 def _drop_weight(linear: nn.Linear, device: torch.device) -> None:

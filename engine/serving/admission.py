@@ -1,13 +1,10 @@
 """Which queued files start decoding, and when open ones may decode more: memory follows the batch, not the queue.
 
-Every queued file used to open its decoder and decode a block at the first step, so
-a thousand queued files held a thousand open decoders (file descriptors), VAD states
-and blocks of samples, and their chunks waited in the scheduler as log-mel features:
-about 8 MB per queued file. Now a file waits as a path until the engine can take its
-chunks: at most ``max_decoding`` files are open at once, and a file decodes (or a new
-one starts) only while the prompt tokens waiting for prefill are below
-``max_waiting_tokens`` -- enough to fill the next steps' prefill rows, so throughput
-stays where it was.
+A file waits as a path until the engine can take its chunks, so a thousand queued files
+do not hold a thousand open decoders, VAD states and blocks of samples: at most
+``max_decoding`` files are open at once, and a file decodes (or a new one starts) only
+while the prompt tokens waiting for prefill are below ``max_waiting_tokens``, which is
+enough to fill the next steps' prefill rows.
 
 Jobs are duck-typed (file jobs and live streams share the engine's job list):
 ``waiting`` (queued, holding nothing), ``decoding`` (its file is open), ``priority``,

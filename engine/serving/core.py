@@ -12,11 +12,11 @@ import torch
 from engine.network.loading import (
     load_network,
     load_tokenizer,
+    check_quantize,
     resolve_device,
     resolve_dtype,
 )
 from engine.serving.admission import FileAdmission
-from engine.network.projection import check_quantize
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
 from engine.serving.runner import ModelRunner

@@ -1,11 +1,9 @@
 """Give freed heap memory back to the system after a file finishes.
 
 Each file job allocates and frees tens of MB (decoded blocks, chunk samples, log-mel features,
-activations). glibc keeps freed blocks in its heap; with many files in a row the heap fragments
-and the process's resident size grows by about 4 MB per 35 s file although nothing holds the memory
-(measured: 40 files took 671 MB, ``malloc_trim(0)`` brought it back to 463 MB). Peak memory must
-follow the batch, not the number of files queued, so a finishing job trims the heap. Elsewhere
-(macOS, Windows, musl) this is a no-op.
+activations). glibc keeps freed blocks in its heap, so with many files in a row the resident size
+grows although nothing holds the memory. Peak memory must follow the batch, not the number of
+files queued, so a finishing job trims the heap. Elsewhere (macOS, Windows, musl) this is a no-op.
 """
 from __future__ import annotations
 

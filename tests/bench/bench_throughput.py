@@ -172,7 +172,8 @@ def main():
     durations = (DURATIONS * 4)[:args.clips]
     clips, new_tokens = workload(durations)
     audio_seconds = sum(durations)
-    from engine.network.loading import cpu_description, cpu_has_native_bf16, resolve_dtype
+    from engine.network import platform
+    from engine.network.loading import cpu_description, resolve_dtype
 
     print(f"device {device}, threads {torch.get_num_threads()}, {len(clips)} clips, {audio_seconds} s of audio, "
           f"{sum(new_tokens)} tokens ({TOKENS_PER_SECOND}/s of audio, end token suppressed)")
@@ -183,8 +184,8 @@ def main():
         quantize = "int8" if dtype_name == "int8" else None
         dtype = resolve_dtype(None, device) if quantize else getattr(torch, dtype_name)
         # Emulated bf16 (a CPU without AVX512-BF16 or AMX): the engine runs its GEMMs of many rows in
-        # float32 (engine/network/cpu_bf16.py), and a bf16 2048^3 matmul would take minutes there.
-        emulated = dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16()
+        # float32 (engine/network/ops.py), and a bf16 2048^3 matmul would take minutes there.
+        emulated = dtype == torch.bfloat16 and device.type == "cpu" and not platform.current().native_bf16
         flops = gemm_flops(device, torch.float32 if emulated else dtype)
         bandwidth = gemv_bandwidth(device, dtype)
         label = f"int8 weights, {str(dtype).removeprefix('torch.')} activations" if quantize else dtype_name

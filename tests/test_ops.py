@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.network import cpu_bf16
+from engine.network import ops as cpu_bf16
 
 
 def _inputs(rows: int, out: int, inp: int = 64, seed: int = 0):

@@ -1,63 +1,33 @@
-"""bfloat16 linear layers and convolutions on CPUs without native bfloat16.
+"""The one linear, convolution and attention interface the encoder and decoder call.
 
-Without AVX512-BF16 or AMX, torch's CPU bfloat16 GEMMs are emulated. Measured on an AVX2 EPYC
-(2 threads, a [6144, 1024] weight): one row (a decode step) runs at memory speed and beats
-float32, since it reads half the bytes (0.9 against 2.4 ms); but 40 rows take 1.9x and 150 rows
-3.6x the float32 time (105 against 30 ms). So there, a call of many rows (prefill, the encoder)
-converts the weight to float32 piece by piece and multiplies in float32, which costs a few
-percent over a float32 model, and a call of a few rows stays in bfloat16.
+Each is the torch op, except where the CPU emulates bfloat16 (``platform.current().native_bf16``
+false): there a GEMM of many rows, a convolution and attention run in float32 and round once
+to bfloat16, since torch's emulated bfloat16 kernels are several times slower (a GEMM of a few
+rows, bound by reading the weight, stays in bfloat16). One case is slow even where bfloat16 is
+native: attention of a single query (a decode row). With grouped-query attention, the heads
+that share a key head are folded into one query row each (the same dot products in bfloat16);
+without groups the query is widened to float32. Figures: tests/bench/RESULTS.md.
 
-Convolutions are worse: there torch runs bfloat16 ones through its slow reference path
-(``_slow_conv2d_forward``: 2.8 s of the 10 s clip's first step, where float32 takes about 0.4 s),
-so on such CPUs they always run in float32. So does attention: bfloat16 SDPA took 22 ms of a
-162 ms decode step there, 4x its float32 time.
-
-One case is slow even where bfloat16 is native: attention of a single query (a decode row).
-torch's bfloat16 CPU SDPA took 563 us for one query over 250 cached tokens (16 heads over 8,
-head size 128; AVX512-BF16 EPYC, 2 threads), 107 us for two queries: 7 ms of a 44 ms decode
-step of the 0.6B. Widening to float32 costs copies of the keys and values that grow with the
-context (297 us at 700 tokens). With grouped-query attention the heads that share a key head
-are instead folded into one query row each: one query per head of 16 over 8 key heads becomes
-two queries per key head, the same dot products in bfloat16 SDPA (92 us at 250 tokens, 218 us
-at 700). Without groups, a single bfloat16 query is widened to float32.
-
-Both round each output once, from a float32 accumulation, to bfloat16; only the order of the
-additions differs. bfloat16 is not held token-exact to anything (float32 is), so the faster
-order wins.
+Every route rounds each output once, from a float32 accumulation; only the order of the
+additions differs. bfloat16 is not held token-exact to anything (float32 is).
 """
 from __future__ import annotations
-
-import functools
 
 import torch
 import torch.nn.functional as F
 
-# Rows from which a bfloat16 GEMM goes through float32 on a CPU without native bf16 (measured
-# crossover: 8 rows are faster in bfloat16, 40 in float32).
+from engine.network import platform
+
+# Rows from which a bfloat16 GEMM goes through float32 on a CPU without native bf16 (the
+# crossover lies between 8 rows, faster in bfloat16, and 40, faster in float32).
 UPCAST_ROWS = 16
 # Weight rows converted at a time: bounds the float32 copy (16 MB at 1024 inputs), so the LM head
 # (151936 rows) never needs a 600 MB temporary.
 UPCAST_BLOCK = 4096
 
 
-def cpu_has_native_bf16() -> bool:
-    """True where the CPU computes bfloat16 in hardware (AVX512-BF16 or AMX): there bfloat16
-    runs 2.5-3x faster than float32; elsewhere it is emulated and slower."""
-    cpu = getattr(torch, "cpu", None)
-    for check in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
-        fn = getattr(cpu, check, None)
-        if fn is not None:
-            try:
-                if fn():
-                    return True
-            except RuntimeError:
-                pass
-    return False
-
-
-@functools.lru_cache(maxsize=1)
 def _emulated_bf16() -> bool:
-    return not cpu_has_native_bf16()
+    return not platform.current().native_bf16
 
 
 def emulated(t: torch.Tensor) -> bool:

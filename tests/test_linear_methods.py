@@ -1,0 +1,93 @@
+"""Linear methods: oneDNN-packed bfloat16 gives exactly what the plain method gives (F.linear,
+through ``ops`` where the CPU emulates bfloat16); float32 through oneDNN agrees with F.linear to
+float32 rounding and leaves greedy tokens unchanged; and each CPU kind gets the method its
+platform rule names, whatever machine runs the test."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from platforms import on_platform
+from test_engine_parity import clip
+
+import engine
+from engine.network import linear_methods, ops, platform
+from engine.network.linear_methods import (
+    PackedBf16Linear, PlainLinear, SmallRowsOneDNNLinear, float_linear, onednn_linear)
+
+HERE = platform.current()
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16, 300])
+def test_packed_equals_plain(rows):
+    if not HERE.onednn_bf16_packing:
+        pytest.skip("this torch build has no oneDNN packing (the probe found none): the plain method runs")
+    w = torch.randn(192, 64).to(torch.bfloat16)
+    x = torch.randn(rows, 64).to(torch.bfloat16)
+    method = PackedBf16Linear(w.clone())
+    assert method.weight is None
+    assert torch.equal(method(x), ops.linear(x, w))
+
+
+@pytest.mark.parametrize("kind, dtype, shared, expected", [
+    (dict(onednn_bf16_packing=True), torch.bfloat16, False, PackedBf16Linear),
+    (dict(onednn_bf16_packing=True), torch.bfloat16, True, PlainLinear),       # a tied head is not copied
+    (dict(onednn_bf16_packing=False), torch.bfloat16, False, PlainLinear),
+    (dict(onednn_f32_small_rows=True), torch.float32, False, SmallRowsOneDNNLinear),
+    (dict(onednn_f32_small_rows=True), torch.float32, True, SmallRowsOneDNNLinear),
+    (dict(onednn_f32_small_rows=False), torch.float32, False, PlainLinear),
+])
+def test_each_platform_gets_the_method_its_rule_names(monkeypatch, kind, dtype, shared, expected):
+    if expected is PackedBf16Linear and not HERE.onednn_bf16_packing:
+        pytest.skip("packing a weight needs oneDNN in this torch build")
+    on_platform(monkeypatch, **kind)
+    w = torch.randn(64, 32).to(dtype)
+    method = float_linear(w, shared=shared)
+    assert type(method) is expected
+    if expected is not PackedBf16Linear:
+        assert method.weight is w          # the plain weight, never a copy
+
+
+@pytest.mark.parametrize("vendor, x86, expected", [
+    ("GenuineIntel", True, False), ("", True, False), ("AuthenticAMD", False, False)])
+def test_float32_stays_on_mkl_where_onednn_was_not_measured(monkeypatch, vendor, x86, expected):
+    """Intel CPUs, unknown vendors and non-x86 machines keep F.linear (MKL) for float32."""
+    monkeypatch.setattr(platform, "_vendor", lambda: vendor)
+    monkeypatch.setattr(platform._os_platform, "machine", lambda: "x86_64" if x86 else "aarch64")
+    assert platform.detect().onednn_f32_small_rows is expected
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 16, 32, 33, 300])
+def test_float32_small_rows_agree_with_f_linear(rows):
+    w, x = torch.randn(192, 64), torch.randn(rows, 64)
+    method = SmallRowsOneDNNLinear(w)
+    torch.testing.assert_close(method(x), F.linear(x, w), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(method(x.t().contiguous().t()), F.linear(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_onednn_pads_rows_to_a_power_of_two(monkeypatch):
+    """Few row counts reach oneDNN (it keeps buffers per row count), and padding changes no row."""
+    seen, real = [], linear_methods.onednn_mm
+    monkeypatch.setattr(linear_methods, "onednn_mm", lambda x, w: seen.append(x.shape[0]) or real(x, w))
+    w = torch.randn(48, 16)
+    for rows in range(1, 33):
+        x = torch.randn(rows, 16)
+        torch.testing.assert_close(onednn_linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
+    assert sorted(set(seen)) == [1, 2, 4, 8, 16, 32]
+
+
+def test_bfloat16_engine_tokens_equal_unpacked(tiny_model_dir, monkeypatch):
+    clips = [clip(s, i) for i, s in enumerate([1.0, 5.0, 9.0])]
+    packed = engine.load(tiny_model_dir, dtype="bfloat16").generate(clips, max_new_tokens=16)
+    on_platform(monkeypatch, onednn_bf16_packing=False)
+    plain = engine.load(tiny_model_dir, dtype="bfloat16").generate(clips, max_new_tokens=16)
+    assert packed == plain
+
+
+def test_float32_engine_tokens_equal_the_mkl_route(tiny_model_dir, monkeypatch):
+    clips = [clip(s, i) for i, s in enumerate([1.0, 5.0, 9.0])]
+    on_platform(monkeypatch, onednn_f32_small_rows=True)
+    routed = engine.load(tiny_model_dir, dtype="float32").generate(clips, max_new_tokens=16)
+    on_platform(monkeypatch, onednn_f32_small_rows=False)
+    plain = engine.load(tiny_model_dir, dtype="float32").generate(clips, max_new_tokens=16)
+    assert routed == plain
