@@ -17,9 +17,10 @@ OPEN, AGAIN = "open", "again"
 
 
 def _can_ask() -> bool:
-    from app.main_window import can_ask_user
+    """False on Qt's offscreen platform (as main_window.can_ask_user): a box would wait forever."""
+    from PySide6.QtGui import QGuiApplication
 
-    return can_ask_user()
+    return QGuiApplication.platformName() not in ("offscreen", "minimal")
 
 
 class HistoryActions(QObject):
@@ -42,12 +43,17 @@ class HistoryActions(QObject):
         """Ask before deleting (tests replace this). With no one to ask nothing is deleted."""
         if not _can_ask():
             return False
+        box, delete = self.delete_box(question)
+        box.exec()
+        return box.clickedButton() is delete
+
+    def delete_box(self, question: str):
+        """The question box and its Delete button ("Keep" is the default)."""
         box = QMessageBox(QMessageBox.Icon.Warning, "Delete from History", question,
                           parent=self.window)
         delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-        box.addButton("Keep", QMessageBox.ButtonRole.RejectRole)
-        box.exec()
-        return box.clickedButton() is delete
+        box.setDefaultButton(box.addButton("Keep", QMessageBox.ButtonRole.RejectRole))
+        return box, delete
 
     def delete_entries(self, file_ids, *, everything: bool = False) -> list[int]:
         """Ask, then delete the entries, their versions and their recordings; returns the ids."""

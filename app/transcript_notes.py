@@ -35,7 +35,8 @@ def notes_text(transcript) -> str:
 
 
 def audio_missing_reason(source_path: str) -> str:
-    """Why a transcript has nothing to play ("" when its audio file is there)."""
+    """Why a transcript has nothing to play: a live session not recorded, or a recording the app
+    deleted ("" otherwise)."""
     if not source_path:
         return "There is no audio for this transcript."
     path = Path(source_path)
@@ -51,4 +52,4 @@ def audio_missing_reason(source_path: str) -> str:
 
     if is_app_recording(path):
         return "No audio to play: this session's recording was deleted."
-    return f"No audio to play: the file is no longer at {source_path}."
+    return ""   # a file the user moved: the player says it is not found when Play is pressed

@@ -114,9 +114,9 @@ class TranscriptVersions:
 
 
 def describe_version(version: Version, number: int) -> str:
-    """One line for a version list: "3. Edited · 2026-05-01 14:03 · 182 words"."""
+    """Two lines for a version list: "3. Edited" and "2026-05-01 14:03:10 · 182 words"."""
     import datetime as _dt
 
     when = _dt.datetime.fromtimestamp(version.saved_at).strftime("%Y-%m-%d %H:%M:%S")
     words = len((version.transcript.text or "").split())
-    return f"{number}. {version.kind.capitalize()} · {when} · {words} word{'s' if words != 1 else ''}"
+    return f"{number}. {version.kind.capitalize()}\n{when} · {words} word{'s' if words != 1 else ''}"

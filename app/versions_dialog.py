@@ -51,7 +51,9 @@ class VersionsDialog(QDialog):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.list)
         splitter.addWidget(self.preview)
-        splitter.setSizes([300, 460])
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        splitter.setSizes([260, 500])
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.restore_button = QPushButton("Restore this version")
         buttons.addButton(self.restore_button, QDialogButtonBox.ButtonRole.ActionRole)
@@ -71,7 +73,8 @@ class VersionsDialog(QDialog):
         for number, version in reversed(list(enumerate(ordered, 1))):
             label = describe_version(version, number)
             if number == len(ordered):
-                label += "  (current)"
+                first, rest = label.split("\n", 1)
+                label = f"{first} (current)\n{rest}"
             item = QListWidgetItem(label)
             item.setData(VersionIdRole, version.id)
             self.list.addItem(item)
