@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.transcript_model import format_time
+from app.transcript_notes import ESTIMATED_MARK, is_estimated
 from app.transcript_versions import describe_version
 
 VersionIdRole = Qt.ItemDataRole.UserRole + 30
@@ -24,7 +25,8 @@ VersionIdRole = Qt.ItemDataRole.UserRole + 30
 
 def version_text(transcript) -> str:
     """A version as the user reads it: each segment's start time and text."""
-    lines = [f"[{format_time(s.start)}] {s.text}" for s in transcript.segments if s.text.strip()]
+    lines = [f"[{ESTIMATED_MARK if is_estimated(s) else ''}{format_time(s.start)}] {s.text}"
+             for s in transcript.segments if s.text.strip()]
     return "\n".join(lines) or (transcript.text or "")
 
 
