@@ -157,11 +157,21 @@ class History:
     def transcribed_as(self, path) -> list[FileRecord]:
         """Entries of ``path`` (the same file, compared resolved) that have a transcript,
         newest first: re-adding such a file offers that transcript instead of a duplicate."""
-        wanted = _resolved(path)
+        wanted = resolved_path(path)
+        return [r for r in self._transcribed() if resolved_path(r.path) == wanted]
+
+    def transcribed_index(self) -> dict[str, FileRecord]:
+        """Resolved path -> its newest entry with a transcript (one query for many added files)."""
+        index: dict[str, FileRecord] = {}
+        for record in self._transcribed():
+            index.setdefault(resolved_path(record.path), record)
+        return index
+
+    def _transcribed(self) -> list[FileRecord]:
         rows = self._db.execute(
             "SELECT f.* FROM files f JOIN transcripts t ON t.file_id = f.id "
             "ORDER BY f.finished_at DESC, f.id DESC").fetchall()
-        return [_file(r) for r in rows if _resolved(r["path"]) == wanted]
+        return [_file(r) for r in rows]
 
     # -- transcripts -----------------------------------------------------------
     def save_transcript(self, file_id: int, transcript: Transcript, *, edited: bool = False,
@@ -314,7 +324,8 @@ def _is_cjk(ch: str) -> bool:
     return (0x3000 <= code <= 0x9FFF) or (0xAC00 <= code <= 0xD7AF) or (0xF900 <= code <= 0xFAFF)
 
 
-def _resolved(path) -> str:
+def resolved_path(path) -> str:
+    """The absolute, resolved form of a path, to tell whether two paths name one file."""
     try:
         return str(Path(str(path)).expanduser().resolve())
     except (OSError, RuntimeError, ValueError):

@@ -164,10 +164,16 @@ class HistoryActions(QObject):
     def new_paths(self, paths) -> list:
         """Of ``paths`` to add, those never transcribed; for the others ask, then open their
         transcripts or transcribe their entries again (no duplicate entries either way)."""
+        from app.history import resolved_path
+
         fresh, known = [], []
+        index = self.history.transcribed_index() if paths else {}
         for path in paths:
-            done = self.history.transcribed_as(path)
-            (known if done else fresh).append(done[0] if done else path)
+            done = index.get(resolved_path(path)) if index else None
+            if done is None:
+                fresh.append(path)
+            elif done not in known:
+                known.append(done)
         if not known:
             return fresh
         answer = self.ask_known_files(known)

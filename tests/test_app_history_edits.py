@@ -183,3 +183,48 @@ def test_unrecorded_live_session_cannot_play_and_exports_to_documents(qtbot, win
     assert written.parent == docs and list(workdir.iterdir()) == []
     # the next save dialog opens where that export went
     assert dialog_folders.export_start_folder(window.settings) == str(docs)
+
+
+def test_history_context_menu_offers_versions_delete_and_clear(qtbot, window, tmp_path):
+    from PySide6.QtWidgets import QMenu
+
+    a = _done(qtbot, window, "a.wav", tmp_path)
+    _done(qtbot, window, "b.wav", tmp_path)
+    panel = window.history_panel
+    panel.select(a)
+    menu = QMenu(panel)
+    labels = [action.text() for action in panel.context_actions(menu)]
+    assert labels == ["Versions…", "Delete entry…", "Clear history…"]
+    panel.list.selectAll()
+    menu = QMenu(panel)
+    assert [action.text() for action in panel.context_actions(menu)] == \
+        ["Delete 2 entries…", "Clear history…"]
+
+
+def test_recordings_older_than_the_setting_are_deleted_at_start(qtbot, client, tmp_path):
+    import os
+    import time
+
+    from app import settings as S
+    from app.history import History
+    from app.paths import recordings_dir
+    from app.settings import Settings
+
+    recordings_dir().mkdir(parents=True, exist_ok=True)
+    old, new = recordings_dir() / "live-old.wav", recordings_dir() / "live-new.wav"
+    for path in (old, new):
+        silent_wav(recordings_dir(), path.name)
+    ten_days_ago = time.time() - 10 * 24 * 3600
+    os.utime(old, (ten_days_ago, ten_days_ago))
+    history = History(tmp_path / "h.db")
+    kept = history.add_file(old)
+    history.save_transcript(kept, Transcript("hello", "English", 0.5, [Segment(0.0, 0.5, "hello")]))
+    history.close()
+    Settings().set(S.DELETE_RECORDINGS_AFTER_DAYS, 7)
+    window = open_main_window(qtbot, client, tmp_path)
+    assert not old.exists() and new.exists()
+    assert window.history_panel.file_ids() == [kept], "the transcript went with the recording"
+    window.tabs.setCurrentWidget(window.history_panel)
+    window.history_panel.select(kept)
+    assert "recording was deleted" in window.transcript_view.audio_missing
+    assert not window.transcript_view.play_button.isEnabled()
