@@ -97,6 +97,8 @@ class History:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            # deleted rows are overwritten, not left readable in free pages (recordings are private)
+            self._db.execute("PRAGMA secure_delete=ON")
             self._db.executescript(_SCHEMA)
             # every transcript's versions; a database from before them is migrated in place
             self.versions = TranscriptVersions(self._db)
@@ -143,10 +145,13 @@ class History:
         self._db.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
     def delete_files(self, file_ids) -> None:
-        """Delete entries with their transcripts and versions, in one durable transaction."""
+        """Delete entries with their transcripts and versions, in one durable transaction; the
+        text is gone from the database file and its log, not only unlisted."""
         with self._transaction():
             for file_id in file_ids:
                 self._db.execute("DELETE FROM files WHERE id = ?", (int(file_id),))
+        if self.persistent:   # the write-ahead log still holds the old pages until a checkpoint
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def finished_files(self) -> list[FileRecord]:
         """Every entry that is not queued or running (what "Clear history" deletes)."""

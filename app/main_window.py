@@ -49,7 +49,9 @@ GETTING_STARTED = (
     "Live captions (Ctrl+L) transcribe the microphone or what the computer plays as you listen.")
 SHORTCUTS = ("Ctrl+O\tAdd files\nCtrl+E\tExport SRT\nCtrl+F\tSearch the transcript\n"
              "Enter\tNext match / save an edited line\nEscape\tCancel an edit\n"
-             "Delete\tRemove the selected files\nCtrl+L\tLive captions\nCtrl+Q\tQuit")
+             "Delete\tRemove the selected files (in History: delete the selected entries)\n"
+             "Ctrl+Z / Ctrl+Shift+Z\tUndo / redo an edit of the transcript\n"
+             "Ctrl+L\tLive captions\nCtrl+Q\tQuit")
 
 
 def can_ask_user() -> bool:

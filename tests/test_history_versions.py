@@ -103,6 +103,9 @@ def test_deleting_entries_removes_rows_versions_and_recordings_from_disk(tmp_pat
             assert _rows(db, table, fid) == 0, f"{table} still holds file {fid}"
     assert _rows(db, "transcript_versions", kept) == 1
     assert not recording.exists(), "the live recording is still on disk"
+    on_disk = b"".join(f.read_bytes() for f in tmp_path.glob("h.db*"))
+    assert b"Hello again world" not in on_disk, "the deleted text can still be read in the files"
+    assert b"Hello world" in on_disk   # the entry that was kept
     assert users_file.exists(), "a file the user added was deleted"
 
 
