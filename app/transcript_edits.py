@@ -4,6 +4,11 @@ Every step (the edit, its undo, its redo) is saved to History at once as a new v
 undo never loses anything either: the undone text stays in Versions. A stack is forgotten
 when its transcript is replaced (transcribed again, a version restored, the entry deleted),
 as its segment numbers no longer mean the same segments.
+
+An edit that changes a segment's word count spreads the old word times over the new words and
+marks the segment "estimated" (app.history.words_after_edit). Re-aligning the edited segment
+with a loaded aligner is not done: the engine has no public call for aligning one stretch of a
+file (only ``load_aligner`` and the file job's own alignment), so the app does not reach into it.
 """
 from __future__ import annotations
 
