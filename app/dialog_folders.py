@@ -1,8 +1,9 @@
 """The app's file dialogs: where they open, and the audio/video filter they offer.
 
-Every dialog opens in the last folder the user chose in any of them, else the home folder:
+Every open dialog opens in the last folder the user chose in any of them, else the home folder:
 Qt's default is the process's working directory, which for a desktop launch is "/" or the
-app's own install folder, never where the user keeps recordings.
+app's own install folder, never where the user keeps recordings. Every save (export) dialog
+opens in the last folder something was exported to, else the user's documents folder.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog
 
 LAST_FOLDER = "ui/last_folder"   # a raw Settings entry: a path, or nothing yet
+LAST_EXPORT_FOLDER = "ui/last_export_folder"   # where the last export or save went
 
 
 def _settings(settings):
@@ -25,6 +27,28 @@ def start_folder(settings=None) -> str:
     """The last folder used when it is still there, else the home folder."""
     last = _settings(settings).raw(LAST_FOLDER) or ""
     return str(last) if last and Path(str(last)).is_dir() else str(Path.home())
+
+
+def documents_folder() -> str:
+    """The user's documents folder (home when the system names none that exists)."""
+    from PySide6.QtCore import QStandardPaths
+
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return docs if docs and Path(docs).is_dir() else str(Path.home())
+
+
+def export_start_folder(settings=None) -> str:
+    """Where exports and saves go when the user has not said: the last export folder when it
+    is still there, else the documents folder (never the working directory)."""
+    last = _settings(settings).raw(LAST_EXPORT_FOLDER) or ""
+    return str(last) if last and Path(str(last)).is_dir() else documents_folder()
+
+
+def remember_export(path, settings=None) -> None:
+    """After an export or save: its folder is where the next save dialog opens."""
+    if path:
+        path = Path(str(path))
+        _settings(settings).set_raw(LAST_EXPORT_FOLDER, str(path if path.is_dir() else path.parent))
 
 
 def remember(path, settings=None) -> None:
@@ -58,10 +82,10 @@ def open_media_file(parent, title: str, settings=None) -> str:
 
 
 def save_file(parent, title: str, name: str, name_filter: str, settings=None) -> str:
-    """A save dialog suggesting ``name`` in the start folder."""
-    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(start_folder(settings)) / name),
+    """A save dialog suggesting ``name`` in the last export folder (else the documents folder)."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, str(Path(export_start_folder(settings)) / name),
                                           name_filter)
-    remember(path, settings)
+    remember_export(path, settings)
     return path
 
 

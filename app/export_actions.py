@@ -30,9 +30,18 @@ CHOICES = (
 
 
 def output_folder(settings: Settings, source_path: str) -> Path:
-    """The export folder from settings, or the source file's own folder when none is set."""
+    """The export folder from settings, or the source file's own folder when none is set; a
+    transcript with no file (a live session not recorded) goes to the last export folder or
+    the documents folder, never the working directory."""
     configured = settings.get(S.EXPORT_DIR)
-    return Path(configured) if configured else Path(source_path).resolve().parent
+    if configured:
+        return Path(configured)
+    source = Path(source_path)
+    if source.is_absolute() and source.parent.is_dir():
+        return source.resolve().parent
+    from app.dialog_folders import export_start_folder
+
+    return Path(export_start_folder(settings))
 
 
 def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice, *,
@@ -71,6 +80,10 @@ def export_many(settings: Settings, items, choice: ExportChoice, *, overwrite: b
                 errors.append(f"{Path(source_path).name}: {exc}")
         except (OSError, ValueError) as exc:
             errors.append(f"{Path(source_path).name}: {exc}")
+    if written:
+        from app.dialog_folders import remember_export
+
+        remember_export(written[-1], settings)
     return written, errors
 
 

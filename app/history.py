@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.text.types import Transcript, Word
+from app.transcript_versions import EDITED, RECOGNISED, RESTORED, TranscriptVersions
+from engine.text.types import Segment, Transcript, Word
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,12 @@ class History:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            # deleted rows are overwritten, not left readable in free pages (recordings are private)
+            self._db.execute("PRAGMA secure_delete=ON")
             self._db.executescript(_SCHEMA)
+            # every transcript's versions; a database from before them is migrated in place
+            self.versions = TranscriptVersions(self._db)
+            self.versions.migrate()
             if connection is None:   # another program's lock shows here, at open, not at the first save
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute("ROLLBACK")
@@ -138,12 +144,50 @@ class History:
     def delete_file(self, file_id: int) -> None:
         self._db.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
+    def delete_files(self, file_ids) -> None:
+        """Delete entries with their transcripts and versions, in one durable transaction; the
+        text is gone from the database file and its log, not only unlisted."""
+        with self._transaction():
+            for file_id in file_ids:
+                self._db.execute("DELETE FROM files WHERE id = ?", (int(file_id),))
+        if self.persistent:   # the write-ahead log still holds the old pages until a checkpoint
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def finished_files(self) -> list[FileRecord]:
+        """Every entry that is not queued or running (what "Clear history" deletes)."""
+        rows = self._db.execute(
+            "SELECT * FROM files WHERE state NOT IN ('queued', 'running') ORDER BY id").fetchall()
+        return [_file(r) for r in rows]
+
+    def transcribed_as(self, path) -> list[FileRecord]:
+        """Entries of ``path`` (the same file, compared resolved) that have a transcript,
+        newest first: re-adding such a file offers that transcript instead of a duplicate."""
+        wanted = resolved_path(path)
+        return [r for r in self._transcribed() if resolved_path(r.path) == wanted]
+
+    def transcribed_index(self) -> dict[str, FileRecord]:
+        """Resolved path -> its newest entry with a transcript (one query for many added files)."""
+        index: dict[str, FileRecord] = {}
+        for record in self._transcribed():
+            index.setdefault(resolved_path(record.path), record)
+        return index
+
+    def _transcribed(self) -> list[FileRecord]:
+        rows = self._db.execute(
+            "SELECT f.* FROM files f JOIN transcripts t ON t.file_id = f.id "
+            "ORDER BY f.finished_at DESC, f.id DESC").fetchall()
+        return [_file(r) for r in rows]
+
     # -- transcripts -----------------------------------------------------------
-    def save_transcript(self, file_id: int, transcript: Transcript, *, edited: bool = False) -> None:
-        """Store the transcript and mark the file done, in one durable transaction."""
+    def save_transcript(self, file_id: int, transcript: Transcript, *, edited: bool = False,
+                        kind: str | None = None) -> None:
+        """Store the transcript as the current one and as a new version (``kind``: by default
+        "edited" or "recognised" after ``edited``), and mark the file done, in one durable
+        transaction. Earlier versions stay: see ``versions``."""
         data = json.dumps(transcript.to_dict(), ensure_ascii=False)
         now = time.time()
         with self._transaction():
+            self.versions.add(file_id, data, kind or (EDITED if edited else RECOGNISED), now)
             self._db.execute(
                 "INSERT INTO transcripts (file_id, json, edited, saved_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(file_id) DO UPDATE SET json = excluded.json, "
@@ -166,11 +210,39 @@ class History:
         if not 0 <= index < len(transcript.segments):
             raise IndexError(f"segment {index} out of range (0..{len(transcript.segments) - 1})")
         segment = transcript.segments[index]
-        segment.words = words_after_edit(segment.words, text)
+        words = words_after_edit(segment.words, text, segment.start, segment.end)
+        if segment.words and len(words) != len(segment.words):
+            segment.timing = "estimated"   # the word times were spread, not aligned
+        segment.words = words
         segment.text = text
         transcript.text = join_segment_texts(transcript)
         self.save_transcript(file_id, transcript, edited=True)
         return transcript
+
+    def set_segment(self, file_id: int, index: int, segment: Segment) -> Transcript:
+        """Put a whole segment back (undo and redo of an edit), saved as an edited version."""
+        transcript = self.get_transcript(file_id)
+        if transcript is None:
+            raise KeyError(f"no transcript for file {file_id}")
+        if not 0 <= index < len(transcript.segments):
+            raise IndexError(f"segment {index} out of range (0..{len(transcript.segments) - 1})")
+        transcript.segments[index] = segment
+        transcript.text = join_segment_texts(transcript)
+        self.save_transcript(file_id, transcript, edited=True)
+        return transcript
+
+    def restore_version(self, file_id: int, version_id: int) -> Transcript:
+        """Make an earlier version current again; it is saved as a new "restored" version, so
+        the one it replaces stays in the list."""
+        version = self.versions.get(version_id)
+        if version is None or version.file_id != file_id:
+            raise KeyError(f"no version {version_id} of file {file_id}")
+        self.save_transcript(file_id, version.transcript, edited=True, kind=RESTORED)
+        return version.transcript
+
+    def is_edited(self, file_id: int) -> bool:
+        row = self._db.execute("SELECT edited FROM transcripts WHERE file_id = ?", (file_id,)).fetchone()
+        return bool(row and row["edited"])
 
     def list_transcripts(self) -> list[TranscriptRecord]:
         """Every stored transcript with its file, newest first."""
@@ -211,18 +283,32 @@ class _Transaction:
         return False
 
 
-def words_after_edit(words: list[Word], new_text: str) -> list[Word]:
+def words_after_edit(words: list[Word], new_text: str, start: float | None = None,
+                     end: float | None = None) -> list[Word]:
     """Word timings for an edited segment text.
 
     Exports build cues from the words when there are any, so stale words would
     undo the edit. When the edit keeps the number of words (typo fixes), each
-    new word takes the old word's time; otherwise the timings are dropped and
-    the segment's own start/end are used.
+    new word takes the old word's time. Otherwise the new words are spread over
+    the time the old words covered (or ``start``..``end``), in proportion to
+    their length: the segment keeps word times, and its caller marks them
+    estimated. A segment that had no word times gets none.
     """
     tokens = new_text.split()
-    if words and len(tokens) == len(words):
-        return [Word(tok, w.start, w.end) for tok, w in zip(tokens, words)]
-    return []
+    if not words or not tokens:
+        return []
+    if len(tokens) == len(words):
+        return [Word(tok, w.start, w.end, w.speaker) for tok, w in zip(tokens, words)]
+    first = min(w.start for w in words) if start is None else min(start, words[0].start)
+    last = max(w.end for w in words) if end is None else max(end, words[-1].end)
+    weights = [len(tok) + 1 for tok in tokens]   # +1: the gap after each word takes time too
+    total, at, out = float(sum(weights)), first, []
+    speaker = words[0].speaker
+    for tok, weight in zip(tokens, weights):
+        step = (last - first) * weight / total
+        out.append(Word(tok, round(at, 3), round(at + step * len(tok) / weight, 3), speaker))
+        at += step
+    return out
 
 
 def join_segment_texts(transcript: Transcript) -> str:
@@ -241,6 +327,14 @@ def join_segment_texts(transcript: Transcript) -> str:
 def _is_cjk(ch: str) -> bool:
     code = ord(ch)
     return (0x3000 <= code <= 0x9FFF) or (0xAC00 <= code <= 0xD7AF) or (0xF900 <= code <= 0xFAFF)
+
+
+def resolved_path(path) -> str:
+    """The absolute, resolved form of a path, to tell whether two paths name one file."""
+    try:
+        return str(Path(str(path)).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        return str(path)
 
 
 def _file(row: sqlite3.Row) -> FileRecord:

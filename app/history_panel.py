@@ -5,7 +5,9 @@ import datetime as _dt
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -20,6 +22,9 @@ FileIdRole = Qt.ItemDataRole.UserRole + 20
 
 class HistoryPanel(QWidget):
     transcript_selected = Signal(int)  # file id
+    delete_requested = Signal(list)    # file ids (Delete key or the context menu)
+    clear_requested = Signal()         # "Clear history…"
+    versions_requested = Signal(int)   # file id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -35,6 +40,12 @@ class HistoryPanel(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setWordWrap(False)
         self.list.currentItemChanged.connect(self._current_changed)
+        # Several entries at once (Ctrl/Shift+click) for deleting; Delete asks, then deletes.
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        QShortcut(QKeySequence.StandardKey.Delete, self.list, activated=self.request_delete,
+                  context=Qt.ShortcutContext.WidgetShortcut)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.filter)
@@ -61,6 +72,46 @@ class HistoryPanel(QWidget):
             if self.list.item(row).data(FileIdRole) == file_id:
                 self.list.takeItem(row)
                 return
+
+    def selected_ids(self) -> list[int]:
+        return [item.data(FileIdRole) for item in self.list.selectedItems() if not item.isHidden()]
+
+    def select(self, file_id: int) -> None:
+        for row in range(self.list.count()):
+            if self.list.item(row).data(FileIdRole) == file_id:
+                self.list.setCurrentRow(row)
+                return
+
+    def request_delete(self) -> None:
+        ids = self.selected_ids()
+        if ids:
+            self.delete_requested.emit(ids)
+
+    def context_actions(self, menu) -> list:
+        """The context menu's entries (built on ``menu``) for the selected entries."""
+        ids = self.selected_ids()
+        out = []
+        if len(ids) == 1:
+            versions = menu.addAction("Versions…")
+            versions.triggered.connect(lambda: self.versions_requested.emit(ids[0]))
+            out.append(versions)
+        if ids:
+            delete = menu.addAction(f"Delete {'entry' if len(ids) == 1 else f'{len(ids)} entries'}…")
+            delete.triggered.connect(self.request_delete)
+            out.append(delete)
+        if self.list.count():
+            menu.addSeparator()
+            clear = menu.addAction("Clear history…")
+            clear.triggered.connect(self.clear_requested)
+            out.append(clear)
+        return out
+
+    def _context_menu(self, pos):
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        if self.context_actions(menu):
+            menu.exec(self.list.viewport().mapToGlobal(pos))
 
     def file_ids(self) -> list[int]:
         return [self.list.item(row).data(FileIdRole) for row in range(self.list.count())]

@@ -26,11 +26,13 @@ from app import settings as S
 from app.elided_label import ElidedLabel
 from app.export_actions import CHOICES, clipboard_text, export_many
 from app.file_collect import collect_audio_files, describe_refused
+from app.history_actions import HistoryActions
 from app.history_panel import HistoryPanel
 from app.notice_bar import NoticeBar
 from app.queue_controller import QueueController
 from app.queue_model import EDITABLE_STATES, IN_FLIGHT
 from app.queue_view import LOADING_MODEL_TEXT, QueuePanel
+from app.transcript_edits import TranscriptEdits
 from app.transcript_view import TranscriptView
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,9 @@ GETTING_STARTED = (
     "Live captions (Ctrl+L) transcribe the microphone or what the computer plays as you listen.")
 SHORTCUTS = ("Ctrl+O\tAdd files\nCtrl+E\tExport SRT\nCtrl+F\tSearch the transcript\n"
              "Enter\tNext match / save an edited line\nEscape\tCancel an edit\n"
-             "Delete\tRemove the selected files\nCtrl+L\tLive captions\nCtrl+Q\tQuit")
+             "Delete\tRemove the selected files (in History: delete the selected entries)\n"
+             "Ctrl+Z / Ctrl+Shift+Z\tUndo / redo an edit of the transcript\n"
+             "Ctrl+L\tLive captions\nCtrl+Q\tQuit")
 
 
 def can_ask_user() -> bool:
@@ -101,9 +105,12 @@ class MainWindow(QMainWindow):
         self.live_window = None
         self._selected_id: int | None = None
         self._model_loading_now = False
+        self.edits = TranscriptEdits(history, self)   # undo/redo of transcript edits
         self._build_actions()
         self._build_status_bar()
         self._connect()
+        self.history_actions = HistoryActions(self)   # delete, versions, re-adding a known file
+        self._build_edit_menu()
         self.history_panel.set_records(history.list_transcripts())
         resumed = self.queue.restore(history.unfinished())
         if resumed:
@@ -139,8 +146,8 @@ class MainWindow(QMainWindow):
         table = self.queue_panel.table
         self.cancel_action = self._action("Cancel", lambda: self.queue.cancel(table.selected_job_ids()))
         self.retry_action = self._action("Retry", lambda: self.queue.retry(table.selected_job_ids()))
-        self.again_action = self._action("Transcribe again",
-                                         lambda: self.queue.transcribe_again(table.selected_job_ids()))
+        self.again_action = self._action(
+            "Transcribe again", lambda: self.history_actions.transcribe_again(table.selected_job_ids()))
         self.remove_action = self._action("Remove", self.remove_selected)
         self.context_action = self._action("Context…", lambda: self.queue_panel.edit_context(), None,
                                            "Names, terms or a topic that help recognition")
@@ -210,13 +217,16 @@ class MainWindow(QMainWindow):
         panel = self.queue_panel
         panel.cancel_clicked.connect(lambda: self.queue.cancel(panel.table.selected_job_ids()))
         panel.retry_clicked.connect(lambda: self.queue.retry(panel.table.selected_job_ids()))
-        panel.again_clicked.connect(lambda: self.queue.transcribe_again(panel.table.selected_job_ids()))
+        panel.again_clicked.connect(
+            lambda: self.history_actions.transcribe_again(panel.table.selected_job_ids()))
         self.transcript_view.models_requested.connect(self.open_model_manager)
         panel.remove_clicked.connect(self.remove_selected)
         panel.move_clicked.connect(lambda d: self.queue.move(panel.table.selected_job_ids(), d))
         panel.table.selectionModel().currentRowChanged.connect(self._queue_row_changed)
         self.history_panel.transcript_selected.connect(self._show_history_transcript)
-        self.transcript_view.segment_edited.connect(self._segment_edited)
+        self.transcript_view.segment_edited.connect(self.edits.edit)
+        self.edits.saved.connect(self._edit_saved)
+        self.edits.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
         self.queue.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
@@ -230,7 +240,8 @@ class MainWindow(QMainWindow):
     def add_paths(self, paths) -> list[int]:
         """Queue files and folders (recursively); unsupported ones are reported, not queued."""
         collected = collect_audio_files(paths)
-        ids = self.queue.add_files(collected.accepted, self.settings.get(S.LANGUAGE) or None,
+        accepted = self.history_actions.new_paths(collected.accepted)   # done before: ask
+        ids = self.queue.add_files(accepted, self.settings.get(S.LANGUAGE) or None,
                                    self.settings.get(S.CONTEXT))
         if ids:
             self.tabs.setCurrentWidget(self.queue_panel)
@@ -313,12 +324,18 @@ class MainWindow(QMainWindow):
         if self._selected_id == job_id and self.transcript_view.model.transcript is None:
             self._show_queue_item(job_id)
 
-    def _segment_edited(self, file_id: int, index: int, text: str):
-        try:
-            transcript = self.history.update_segment_text(file_id, index, text)
-        except (KeyError, IndexError) as exc:
-            self.statusBar().showMessage(f"Could not save the edit: {exc}", 10000)
-            return
+    def _build_edit_menu(self):
+        self.undo_action, self.redo_action = self.edits.actions(self)
+        self.versions_action = self._action("Versions…", lambda: self.history_actions.open_versions(),
+                                            None, "Every transcription and saved edit of this transcript")
+        edit_menu = QMenu("&Edit", self)
+        edit_menu.addActions([self.undo_action, self.redo_action])
+        edit_menu.addSeparator()
+        edit_menu.addAction(self.versions_action)
+        self.menuBar().insertMenu(self.menuBar().actions()[1], edit_menu)
+
+    def _edit_saved(self, file_id: int, index: int, transcript):
+        """An edit (or its undo or redo) is stored: show it everywhere the transcript appears."""
         item = self.queue.model.item(file_id)
         if item is not None:
             item.transcript = transcript
@@ -503,6 +520,7 @@ class MainWindow(QMainWindow):
         self.queue.word_timestamps = bool(self.settings.get(S.WORD_TIMESTAMPS)
                                           and self.settings.get(S.ALIGNER))
         self.queue.max_chunk_seconds = self.settings.get(S.MAX_CHUNK_SECONDS)
+        self.history_actions.prune_recordings()
         app = QGuiApplication.instance()
         if app is not None:
             apply_theme(app, self.settings.get(S.THEME))

@@ -48,6 +48,7 @@ LIVE_STAY_ON_TOP = Key("live/stay_on_top", False)
 LIVE_RECORD_AUDIO = Key("live/record_audio", False)  # opt in: it copies every input to disk
 CONFIRM_QUIT = Key("ui/confirm_quit", True)   # ask before quitting with files unfinished
 LIVE_DEVICE = Key("live/device", "")
+DELETE_RECORDINGS_AFTER_DAYS = Key("history/delete_recordings_after_days", 0)   # 0 = keep them
 
 
 class Settings:

@@ -65,6 +65,7 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._subtitles_tab(), "Subtitles")
         tabs.addTab(self._export_tab(), "Export")
         tabs.addTab(self._appearance_tab(), "Appearance")
+        tabs.addTab(self._history_tab(), "History")
         self.tabs = tabs
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
@@ -166,6 +167,21 @@ class SettingsDialog(QDialog):
         form.addRow("Theme:", self.theme_combo)
         return page
 
+    def _history_tab(self):
+        page, form = _form_page()
+        self.recordings_days_spin = QSpinBox()
+        self.recordings_days_spin.setRange(0, 3650)
+        self.recordings_days_spin.setSuffix(" days")
+        self.recordings_days_spin.setSpecialValueText("Never")
+        self.recordings_days_spin.setMinimumWidth(100)
+        self.recordings_days_spin.setToolTip("Recordings of live captions older than this are deleted "
+                                             "when the app starts; their transcripts stay in History.")
+        form.addRow("Delete recordings older than:", self.recordings_days_spin)
+        hint = QLabel("To delete transcripts, select them in History and press Delete.")
+        hint.setWordWrap(True)
+        form.addRow("", hint)
+        return page
+
     def load(self):
         g = self.settings.get
         self.model_edit.setText(g(S.MODEL))
@@ -185,6 +201,7 @@ class SettingsDialog(QDialog):
         self.export_dir_edit.setText(g(S.EXPORT_DIR))
         self.template_edit.setText(g(S.EXPORT_TEMPLATE))
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
+        self.recordings_days_spin.setValue(max(0, g(S.DELETE_RECORDINGS_AFTER_DAYS)))
 
     def save(self):
         s = self.settings.set
@@ -205,6 +222,7 @@ class SettingsDialog(QDialog):
         s(S.EXPORT_DIR, self.export_dir_edit.text().strip())
         s(S.EXPORT_TEMPLATE, self.template_edit.text().strip() or "{stem}.{ext}")
         s(S.THEME, self.theme_combo.currentData())
+        s(S.DELETE_RECORDINGS_AFTER_DAYS, self.recordings_days_spin.value())
         self.settings.sync()
 
     def accept(self):

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 
+from app.transcript_notes import ALIGNED_TIP, ESTIMATED_MARK, ESTIMATED_TIP, is_estimated
+
 COL_TIME, COL_TEXT = 0, 1
 WordSpansRole = Qt.ItemDataRole.UserRole + 10
 PlayingWordRole = Qt.ItemDataRole.UserRole + 11   # word index playing in this row, -1 none, -2 whole row
@@ -95,11 +97,14 @@ class TranscriptModel(QAbstractTableModel):
             return None
         row, seg = index.row(), self.segments[index.row()]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-            return format_span(seg.start, seg.end) if index.column() == COL_TIME else seg.text
+            if index.column() != COL_TIME:
+                return seg.text
+            mark = ESTIMATED_MARK if is_estimated(seg) else ""   # "~00:07.4": an estimate
+            return "\n".join(mark + line for line in format_span(seg.start, seg.end).split("\n"))
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == COL_TIME:
             return int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         if role == Qt.ItemDataRole.ToolTipRole and index.column() == COL_TIME:
-            return "Click to play from here"
+            return ESTIMATED_TIP if is_estimated(seg) else ALIGNED_TIP
         if role == WordSpansRole:
             return self.spans(row)
         if role == PlayingWordRole:

@@ -22,6 +22,7 @@ from app.queue_model import format_duration
 from app.search_bar import SearchBar
 from app.transcript_delegate import SegmentTextDelegate
 from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
+from app.transcript_notes import audio_missing_reason, notes_text
 
 
 class SegmentTable(QTableView):
@@ -87,7 +88,18 @@ class TranscriptView(QWidget):
         self.search.returnPressed.connect(self.next_match)
         self.match_label = self.search_bar.count_label   # "3 matches", beside or under the field
         self.play_button = QPushButton("Play")
-        self.play_button.setToolTip("Play from the selected segment; click a word to play from it")
+        self.play_tip = "Play from the selected segment; click a word to play from it"
+        self.play_button.setToolTip(self.play_tip)
+        self.audio_missing = ""   # why there is nothing to play (an unrecorded live session)
+        # The transcript's notes (e.g. a stretch whose word times could not be aligned) and
+        # what the "~" of estimated times means: above the segments, where they are read.
+        self.notes_label = QLabel("")
+        self.notes_label.setObjectName("transcriptNotes")
+        self.notes_label.setWordWrap(True)
+        self.notes_label.setStyleSheet("background-color: rgba(253, 224, 71, 0.25); "
+                                       "border: 1px solid rgba(202, 138, 4, 0.6); "
+                                       "border-radius: 4px; padding: 4px 6px;")
+        self.notes_label.hide()
         self.play_button.clicked.connect(self.toggle_play)
         self.position_label = QLabel("")
         # Where playback is in the file shown, and a way to go elsewhere in it.
@@ -126,6 +138,7 @@ class TranscriptView(QWidget):
         layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.search_bar)
         layout.addLayout(playback)
+        layout.addWidget(self.notes_label)
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.message)
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
@@ -154,7 +167,12 @@ class TranscriptView(QWidget):
         duration = float(getattr(transcript, "duration", 0.0) or 0.0)
         self.seek.setRange(0, int(duration * 1000))
         self.seek.setValue(0)
-        self.seek.setEnabled(transcript is not None and self.player.available and duration > 0)
+        self.audio_missing = audio_missing_reason(source_path) if transcript is not None else ""
+        self.seek.setEnabled(transcript is not None and self.player.available and duration > 0
+                             and not self.audio_missing)
+        notes = notes_text(transcript)
+        self.notes_label.setText(notes)
+        self.notes_label.setVisible(bool(notes))
         self._duration = duration
         self.position_label.setText(self._time_text(0.0) if transcript is not None else "")
         self.title.setText(title or "Transcript")
@@ -168,7 +186,7 @@ class TranscriptView(QWidget):
                      f"{count} segment{'s' if count != 1 else ''}"]
             self.details.setText(" · ".join(p for p in parts if p))
             notes = [transcript.words_note] if transcript.words_note else []
-            notes += list(getattr(transcript, "notes", None) or [])   # track used, level fixed, repetition cut
+            # the transcript's own notes (track used, level fixed, ...) show above the segments
             if not self.player.available:
                 notes.append(self.player.unavailable_reason)
             self.message.setText("\n".join(notes))
@@ -178,7 +196,10 @@ class TranscriptView(QWidget):
         self.stack.setCurrentWidget(self.table if transcript is not None and not empty
                                     else self.placeholder)
         self.search.setEnabled(transcript is not None)
-        self.play_button.setEnabled(transcript is not None and self.player.available)
+        self.play_button.setEnabled(transcript is not None and self.player.available
+                                    and not self.audio_missing)
+        if self.player.available:
+            self.play_button.setToolTip(self.audio_missing or self.play_tip)
         self._search(self.search.text())
 
     def _search(self, text: str):
@@ -206,6 +227,9 @@ class TranscriptView(QWidget):
 
     # -- playback -------------------------------------------------------------------
     def play_from(self, seconds: float):
+        if self.audio_missing:   # nothing to play: say why instead of "file not found"
+            self.message.setText(self.audio_missing)
+            return
         if self.source_path and self.player.play(self.source_path, seconds):
             self.message.setText(self.model.transcript.words_note if self.model.transcript else "")
 
@@ -220,7 +244,7 @@ class TranscriptView(QWidget):
 
     def _word_clicked(self, row: int, word_index: int):
         segments = self.model.segments
-        if not 0 <= row < len(segments) or not self.player.available:
+        if not 0 <= row < len(segments) or not self.player.available or self.audio_missing:
             return
         seg = segments[row]
         self.play_from(seg.words[word_index].start if 0 <= word_index < len(seg.words) else seg.start)

@@ -90,8 +90,10 @@ def test_play_a_file_as_live_input_opens_at_home_then_the_last_folder_with_the_m
 
 
 @pytest.mark.parametrize("which", ["text", "audio"])
-def test_live_save_dialogs_open_at_home_then_the_last_folder(qtbot, client, dialogs, tmp_path,
-                                                             which):
+def test_live_save_dialogs_open_in_documents_then_the_last_export_folder(qtbot, client, dialogs,
+                                                                        tmp_path, which):
+    from app.dialog_folders import documents_folder
+
     live = _live(client)
     qtbot.addWidget(live)
     live.committed = ["hello there"]
@@ -100,7 +102,7 @@ def test_live_save_dialogs_open_at_home_then_the_last_folder(qtbot, client, dial
     suggested = "live-captions.txt" if which == "text" else live.recording_path.name
     dialogs.answer = str(_chosen_folder(tmp_path, "saved") / f"out-{suggested}")
     save()
-    assert dialogs.folder() == HOME and Path(dialogs.calls[-1][2]).name == suggested
+    assert dialogs.folder() == documents_folder() and Path(dialogs.calls[-1][2]).name == suggested
     assert Path(dialogs.answer).exists(), "the file was not saved where the user chose"
     save()
     assert dialogs.folder() == str(tmp_path / "saved")

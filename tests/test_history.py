@@ -55,14 +55,23 @@ def test_transcripts_roundtrip_and_edit(tmp_path):
         again.update_segment_text(fid, 5, "x")
 
 
-def test_edit_keeps_or_drops_word_times(tmp_path):
+def test_edit_keeps_word_times_and_spreads_them_when_the_word_count_changes(tmp_path):
     h = History(tmp_path / "h.db")
     fid = h.add_file("/a.wav")
-    h.save_transcript(fid, _transcript())
+    t = _transcript()
+    t.segments[0].timing = "aligned"
+    h.save_transcript(fid, t)
     fixed = h.update_segment_text(fid, 0, "Hullo world!")
     assert fixed.segments[0].words == [Word("Hullo", 0.0, 0.4), Word("world!", 0.5, 1.0)]
+    assert fixed.segments[0].timing == "aligned"
     rewritten = h.update_segment_text(fid, 0, "Something else entirely")
-    assert rewritten.segments[0].words == []
+    words = rewritten.segments[0].words
+    assert [w.text for w in words] == ["Something", "else", "entirely"]
+    assert words[0].start == 0.0 and words[-1].end <= 1.0 and words[-1].end > 0.8
+    assert all(a.end <= b.start for a, b in zip(words, words[1:]))
+    assert rewritten.segments[0].timing == "estimated"
+    untimed = h.update_segment_text(fid, 1, "No words here, still none.")
+    assert untimed.segments[1].words == []
 
 
 def test_wal_and_full_sync(tmp_path):
