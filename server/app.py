@@ -30,7 +30,7 @@ GRANULARITIES = ("word", "segment")
 def _require_fastapi():
     try:
         import fastapi  # noqa: F401
-        import multipart  # noqa: F401  (python-multipart: FastAPI's form parser)
+        import python_multipart  # noqa: F401  (FastAPI's form parser)
     except ImportError as e:
         raise ImportError(f"the server needs FastAPI, uvicorn and python-multipart ({e}); "
                           "install them with: pip install 'qwen3-asr-desktop[server]'") from None
@@ -74,6 +74,7 @@ def build_app(engine, settings: ServerSettings | None = None):
     @app.get("/health")
     async def health():
         return {"status": "stopping" if runner.stopping else "ok", "model": settings.model_name,
+                "aligner": engine.aligner is not None,
                 "engine_thread": runner.running, "queued_files": runner.queued_files,
                 "live_sessions": runner.metrics.live_sessions}
 
@@ -163,7 +164,9 @@ def _check_options(engine, response_format, language, prompt, granularities, str
         language = language_name(language or None)
     except ValueError as e:
         raise APIError(400, str(e), param="language", code="invalid_language") from None
-    return {"language": language, "context": prompt or "", "word_timestamps": words, "words": words,
+    # Subtitles place their cues by word times when an aligner is loaded, as the CLI's exports do.
+    align = words or (response_format in ("srt", "vtt") and engine.aligner is not None)
+    return {"language": language, "context": prompt or "", "word_timestamps": align, "words": words,
             "response_format": response_format, "stream": stream}
 
 

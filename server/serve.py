@@ -19,6 +19,6 @@ def serve(engine, settings: ServerSettings, *, log_level: str = "info") -> dict:
 
     app = build_app(engine, settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_s), ws="websockets")
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_s), ws="websockets-sansio")
     uvicorn.Server(config).run()
     return getattr(app.state, "shutdown_summary", {"finished": [], "cancelled": []})
