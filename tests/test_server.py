@@ -247,3 +247,21 @@ def test_binding_off_loopback_needs_a_key():
         ServerSettings(host="0.0.0.0").check()
     ServerSettings(host="0.0.0.0", api_key="long-enough-key").check()
     ServerSettings(host="::1").check()
+
+
+def test_shutdown_finishes_or_cancels_and_says_which(audio):
+    from server.runner import EngineRunner, ServerStopping
+
+    runner = EngineRunner(engine.load(MODELS / "qwen3-asr-tiny", dtype="float32")).start()
+    first = runner.submit_file(str(audio["path"]))
+    first.future.result(timeout=60)
+    release = threading.Event()
+    runner.call(release.wait)                        # the engine is busy elsewhere when shutdown comes
+    late = runner.submit_file(str(audio["path"]))
+    threading.Timer(1.0, release.set).start()
+    summary = runner.stop(grace_s=0.2)
+    assert summary == {"finished": [], "cancelled": [late.id]}
+    with pytest.raises(Exception, match="shut down"):
+        late.future.result(timeout=5)
+    with pytest.raises(ServerStopping):
+        runner.submit_file(str(audio["path"]))
