@@ -206,6 +206,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--live", type=int, default=8)
     parser.add_argument("--live-seconds", type=float, default=60.0)
+    parser.add_argument("--min-seconds", type=float, default=5.0, help="shortest file")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="longest file")
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--skip-separate", action="store_true")
     args = parser.parse_args()
@@ -214,14 +216,15 @@ def main() -> None:
     sentences = sentence_audio(work)
     files, total = [], 0.0
     for i in range(args.files):
-        audio, _ = speech(sentences, rng.uniform(5, 60), rng)
+        audio, _ = speech(sentences, rng.uniform(args.min_seconds, args.max_seconds), rng)
         path = work / f"f{i:02d}.wav"
         sf.write(path, audio, SR, subtype="PCM_16")
         files.append(path)
         total += len(audio) / SR
     live = [speech(sentences, args.live_seconds, rng) for _ in range(args.live)]
     live_audio, live_counts = [a for a, _ in live], [n for _, n in live]
-    print(f"{args.files} files, {total / 60:.1f} min of audio (5-60 s each); {args.live} live sessions of "
+    print(f"{args.files} files, {total / 60:.1f} min of audio ({args.min_seconds:g}-{args.max_seconds:g} s each); "
+          f"{args.live} live sessions of "
           f"{args.live_seconds:g} s; model {Path(args.model).name}, float32; CPU: {os.cpu_count()} cores (shared)")
 
     # (1) one CLI process, same files: what `qwen3-asr transcribe` runs (load, submit_file each, step), timed
