@@ -85,11 +85,18 @@ def speech(sentences, seconds: float, rng) -> tuple[np.ndarray, int]:
 
 
 def start_server(model: str, port: int, extra=()) -> subprocess.Popen:
+    return wait_ready(launch_server(model, port, extra), port)
+
+
+def launch_server(model: str, port: int, extra=()) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([PY, "-m", "cli", "serve", "--model", model, "--port", str(port), "--dtype", "float32",
+    return subprocess.Popen([PY, "-m", "cli", "serve", "--model", model, "--port", str(port), "--dtype", "float32",
                              "--max-queue", "128", *extra], env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+
+def wait_ready(proc: subprocess.Popen, port: int, timeout_s: float = 600) -> subprocess.Popen:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 return proc
@@ -210,6 +217,7 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="longest file")
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--skip-separate", action="store_true")
+    parser.add_argument("--only-live", action="store_true", help="only part (3): live sessions, shared vs separate")
     args = parser.parse_args()
     rng = random.Random(7)
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
@@ -227,6 +235,12 @@ def main() -> None:
           f"{args.live} live sessions of "
           f"{args.live_seconds:g} s; model {Path(args.model).name}, float32; CPU: {os.cpu_count()} cores (shared)")
 
+    if not args.only_live:
+        files_parts(args, work, files, total, live_audio, live_counts)
+    live_parts(args, live_audio, live_counts)
+
+
+def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     # (1) one CLI process, same files: what `qwen3-asr transcribe` runs (load, submit_file each, step), timed
     # apart from the model load; CPU seconds too, since wall time on a shared machine follows its load
     listing = work / "files.json"
@@ -267,7 +281,11 @@ def main() -> None:
           f"{cli_wall / alone['wall']:.2f}x the CLI's speed; server CPU {cpu:.0f} s ({total / cpu:.1f} audio s per CPU s)")
     stop(proc)
 
+
+
+def live_parts(args, live_audio, live_counts) -> None:
     # (3) live alone: one shared engine vs one engine process per session
+    url = f"http://127.0.0.1:{args.port}"
     proc = start_server(args.model, args.port)
     cpu0 = cpu_seconds(proc.pid)
     outs, thread = live_sessions([url] * args.live, live_audio)
@@ -277,7 +295,8 @@ def main() -> None:
     print(f"(3) {args.live} live sessions alone ({sum(len(a) for a in live_audio) / SR:.0f} s of audio):")
     live_summary(f"one shared engine (CPU {shared_cpu:.0f} s)", outs, live_counts)
     if not args.skip_separate:
-        procs = [start_server(args.model, args.port + 1 + i) for i in range(args.live)]
+        procs = [launch_server(args.model, args.port + 1 + i) for i in range(args.live)]   # started together
+        procs = [wait_ready(p, args.port + 1 + i) for i, p in enumerate(procs)]
         cpu0 = [cpu_seconds(p.pid) for p in procs]
         outs, thread = live_sessions([f"http://127.0.0.1:{args.port + 1 + i}" for i in range(args.live)], live_audio)
         thread.join()
