@@ -51,9 +51,20 @@ files = json.load(open(sys.argv[2]))
 t0 = time.monotonic()
 eng = engine.load(sys.argv[1], dtype="float32")
 t1, c1 = time.monotonic(), time.process_time()
-jobs = [eng.submit_file(f) for f in files]
-while not all(j.finished for j in jobs):
-    eng.step()
+jobs = []
+
+def loop():
+    jobs.extend(eng.submit_file(f) for f in files)
+    while not all(j.finished for j in jobs):
+        eng.step()
+
+if sys.argv[3] == "thread":     # the engine stepped on a thread of its own, as the server steps it
+    import threading
+    worker = threading.Thread(target=loop)
+    worker.start()
+    worker.join()
+else:
+    loop()
 print(json.dumps({"load": t1 - t0, "wall": time.monotonic() - t1, "cpu": time.process_time() - c1,
                   "texts": [j.transcript.text if j.transcript else None for j in jobs]}))
 """
@@ -217,6 +228,8 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="longest file")
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--skip-separate", action="store_true")
+    parser.add_argument("--cli-ways", default="main,thread",
+                        help="where the CLI loop steps its engine: main (as the CLI does), thread (as the server)")
     parser.add_argument("--only-live", action="store_true", help="only part (3): live sessions, shared vs separate")
     args = parser.parse_args()
     rng = random.Random(7)
@@ -245,12 +258,15 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     # apart from the model load; CPU seconds too, since wall time on a shared machine follows its load
     listing = work / "files.json"
     listing.write_text(json.dumps([str(f) for f in files]))
-    run = subprocess.run([PY, "-c", CLI_LOOP, args.model, str(listing)], check=True, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    cli = json.loads(run.stdout.strip().splitlines()[-1])
+    for where in args.cli_ways.split(","):
+        run = subprocess.run([PY, "-c", CLI_LOOP, args.model, str(listing), where], check=True, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cli = json.loads(run.stdout.strip().splitlines()[-1])
+        print(f"(1) one CLI process, engine on its {where} thread: load {cli['load']:.1f} s, then {cli['wall']:.1f} s "
+              f"wall = {total / cli['wall']:.1f}x real time, CPU {cli['cpu']:.0f} s "
+              f"({total / cli['cpu']:.1f} audio s per CPU s)", flush=True)
+    # the server steps its engine on a thread of its own: compare with the CLI loop stepped the same way
     cli_wall, cli_text = cli["wall"], {i: t for i, t in enumerate(cli["texts"])}
-    print(f"(1) one CLI process: load {cli['load']:.1f} s, then {cli_wall:.1f} s wall = {total / cli_wall:.1f}x real "
-          f"time, CPU {cli['cpu']:.0f} s ({total / cli['cpu']:.1f} audio s per CPU s)")
 
     # (2) the server: file clients and live sessions at once
     url = f"http://127.0.0.1:{args.port}"
