@@ -56,7 +56,8 @@ def install_handlers(app, metrics) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request, exc: HTTPException):
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return respond(exc.status_code, error_body(exc.status_code, message), getattr(exc, "headers", None))
+        return respond(exc.status_code, error_body(exc.status_code, message, param=getattr(exc, "param", None),
+                                                  code=getattr(exc, "code", None)), getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):

@@ -41,7 +41,13 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _too_large(self.max_bytes)   # FastAPI passes it through to the APIError handler
+                    # An HTTPException (FastAPI turns anything else raised while parsing into a plain 400);
+                    # "Connection: close" ends the upload instead of reading the rest of it.
+                    from starlette.exceptions import HTTPException
+
+                    error = HTTPException(413, _too_large(self.max_bytes).message, headers={"Connection": "close"})
+                    error.param, error.code = "file", "file_too_large"
+                    raise error
             return message
 
         await self.app(scope, limited_receive, send)

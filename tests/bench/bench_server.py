@@ -122,6 +122,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def step_seconds(url: str) -> float:
+    """The server's qwen3_asr_step_seconds_total: how long its engine has spent stepping."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("qwen3_asr_step_seconds_total "):
+                return float(line.split()[1])
+    return 0.0
+
+
 def stop(proc: subprocess.Popen) -> str:
     proc.terminate()
     try:
@@ -303,10 +312,12 @@ def live_parts(args, live_audio, live_counts) -> None:
     # (3) live alone: one shared engine vs one engine process per session
     url = f"http://127.0.0.1:{args.port}"
     proc = start_server(args.model, args.port)
-    cpu0 = cpu_seconds(proc.pid)
+    cpu0, wall0, busy0 = cpu_seconds(proc.pid), time.monotonic(), step_seconds(url)
     outs, thread = live_sessions([url] * args.live, live_audio)
     thread.join()
     shared_cpu = cpu_seconds(proc.pid) - cpu0
+    busy = (step_seconds(url) - busy0) / (time.monotonic() - wall0)
+    print(f"  (the shared engine stepped {busy:.0%} of the time: the rest it waited for audio or for the CPU)")
     stop(proc)
     print(f"(3) {args.live} live sessions alone ({sum(len(a) for a in live_audio) / SR:.0f} s of audio):")
     live_summary(f"one shared engine (CPU {shared_cpu:.0f} s)", outs, live_counts)
