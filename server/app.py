@@ -141,7 +141,7 @@ def _model_card(settings: ServerSettings) -> dict:
 
 
 def _busy(runner: EngineRunner) -> APIError:
-    retry = runner._retry_after()
+    retry = runner.retry_after()
     return APIError(429, f"the server's queue is full ({runner.max_queued_files} files); retry in {retry} s",
                     code="queue_full", headers={"Retry-After": str(retry)})
 

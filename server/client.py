@@ -98,7 +98,8 @@ class FileRequest:
             response = self._conn.getresponse()
             data = response.read()
         except OSError as e:
-            raise ServerError(0, "cancelled" if self.cancelled else f"cannot reach the server at {where}: {e}") from None
+            reason = "cancelled" if self.cancelled else f"cannot reach the server at {where}: {e}"
+            raise ServerError(0, reason) from None
         finally:
             self._conn.close() if self._conn else None
         if response.status != 200:

@@ -107,7 +107,7 @@ class LiveSession:
                 self.audio_seconds += stream.duration
                 self._streams.remove(stream)
             elif stream.state == "failed" and current:   # report it; the session goes on with a new stream
-                self.emit(_error("server_error", "stream_failed", stream.error or "live transcription failed"))
+                self.emit(error_event("server_error", "stream_failed", stream.error or "live transcription failed"))
                 self._open_item = None
                 self._new_stream()
 
@@ -176,6 +176,6 @@ class LiveSession:
                    "content_index": 0, "delta": delta})
 
 
-def _error(kind: str, code: str, message: str, event_id: str | None = None) -> dict:
+def error_event(kind: str, code: str, message: str, event_id: str | None = None) -> dict:
     return {"type": "error", "error": {"type": kind, "code": code, "message": message, "param": None,
                                        "event_id": event_id}}

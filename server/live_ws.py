@@ -20,7 +20,7 @@ import logging
 
 import numpy as np
 
-from server.live import LiveSession, _error
+from server.live import LiveSession, error_event
 from server.runner import ServerStopping
 
 log = logging.getLogger(__name__)
@@ -102,13 +102,13 @@ def add_live_routes(app, runner, settings) -> None:
         key, protocol = _offered_key(websocket)
         await websocket.accept(subprotocol=protocol)
         if settings.api_key and not (key and hmac.compare_digest(key.encode(), settings.api_key.encode())):
-            await websocket.send_json(_error("invalid_request_error", "invalid_api_key",
+            await websocket.send_json(error_event("invalid_request_error", "invalid_api_key",
                                              "a valid API key is required (Authorization: Bearer KEY)"))
             runner.metrics.rejected[401] += 1
             await websocket.close(code=1008)
             return
         if runner.metrics.live_sessions >= settings.max_live_sessions:
-            await websocket.send_json(_error("server_error", "too_many_sessions",
+            await websocket.send_json(error_event("server_error", "too_many_sessions",
                                              f"this server takes at most {settings.max_live_sessions} live sessions"))
             await websocket.close(code=1013)
             return
@@ -129,7 +129,7 @@ async def _serve_session(websocket, runner, disconnect_error) -> None:
                 break
             event, problem = _parse(message)
             if problem:
-                emit(_error("invalid_request_error", problem[0], problem[1]))
+                emit(error_event("invalid_request_error", problem[0], problem[1]))
                 continue
             kind, event_id = event["type"], event.get("event_id")
             try:
@@ -155,12 +155,12 @@ async def _serve_session(websocket, runner, disconnect_error) -> None:
                 else:
                     raise LookupError(f"unknown event type {kind!r}")
             except LookupError as e:
-                emit(_error("invalid_request_error", "unknown_event", str(e), event_id))
+                emit(error_event("invalid_request_error", "unknown_event", str(e), event_id))
             except ServerStopping as e:
-                emit(_error("server_error", "shutting_down", str(e), event_id))
+                emit(error_event("server_error", "shutting_down", str(e), event_id))
                 break
             except ValueError as e:
-                emit(_error("invalid_request_error", "invalid_value", str(e), event_id))
+                emit(error_event("invalid_request_error", "invalid_value", str(e), event_id))
     except disconnect_error:
         pass
     finally:

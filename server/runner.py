@@ -129,7 +129,7 @@ class EngineRunner:
             if self._stopping:
                 raise ServerStopping("the server is shutting down")
             if self._queued >= self.max_queued_files:
-                raise QueueFull(self._retry_after())
+                raise QueueFull(self.retry_after())
             self._queued += 1
         task = FileTask(path=path, options=options, on_segment=on_segment)
         self._post(lambda: self._start_file(task))
@@ -155,7 +155,7 @@ class EngineRunner:
         self._commands.append(fn)
         self._wake.set()
 
-    def _retry_after(self) -> int:
+    def retry_after(self) -> int:
         """Seconds until a queue slot frees, from the recent time per file (at least 1)."""
         per_file = self.metrics.recent_file_seconds() or 5.0
         return max(1, min(300, math.ceil(per_file)))
