@@ -66,6 +66,10 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._export_tab(), "Export")
         tabs.addTab(self._appearance_tab(), "Appearance")
         tabs.addTab(self._history_tab(), "History")
+        from app.engine_page import EnginePage
+
+        self.engine_page = EnginePage()
+        tabs.addTab(self.engine_page, "Engine")
         self.tabs = tabs
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
@@ -202,6 +206,7 @@ class SettingsDialog(QDialog):
         self.template_edit.setText(g(S.EXPORT_TEMPLATE))
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
         self.recordings_days_spin.setValue(max(0, g(S.DELETE_RECORDINGS_AFTER_DAYS)))
+        self.engine_page.load(self.settings)
 
     def save(self):
         s = self.settings.set
@@ -223,6 +228,7 @@ class SettingsDialog(QDialog):
         s(S.EXPORT_TEMPLATE, self.template_edit.text().strip() or "{stem}.{ext}")
         s(S.THEME, self.theme_combo.currentData())
         s(S.DELETE_RECORDINGS_AFTER_DAYS, self.recordings_days_spin.value())
+        self.engine_page.save(self.settings)
         self.settings.sync()
 
     def accept(self):
