@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run on a Ray cluster (needs -o): ADDRESS such as auto or head:6379; none: a running "
+                        "local cluster, else a new one on this machine (pip install 'qwen3-asr-desktop[cluster]')")
+    t.add_argument("--ray-engines", type=int, help="with --ray: engines (default: one per GPU, else CPUs / "
+                                                   "--ray-cpus-per-engine)")
+    t.add_argument("--ray-cpus-per-engine", type=int, default=2, help="with --ray: CPU cores per engine (default 2)")
     return parser
 
 
@@ -146,6 +152,8 @@ def transcribe_command(args) -> int:
     import engine
     from engine.text.exports import export
 
+    if args.ray is not None:
+        return ray_transcribe_command(args)
     files, names, problem = plan_outputs(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -209,6 +217,51 @@ def transcribe_command(args) -> int:
         if len(written) == len(jobs):
             break
     bar.close()
+    return 1 if failed else 0
+
+
+def ray_transcribe_command(args) -> int:
+    """``transcribe --ray``: the same inputs, names and formats, run by cluster.archive on Ray."""
+    import argparse as _argparse
+
+    from cluster import RayMissing
+
+    address = args.ray
+    if address and ":" not in address and address not in ("auto", "local") and Path(address).exists():
+        args.files.insert(0, address)   # "--ray a.wav b.wav": the first input, not an address
+        address = ""
+    if args.output_dir is None:
+        print("error: --ray needs -o OUT (the folder for the outputs and the job's manifest)", file=sys.stderr)
+        return 2
+    # existing outputs are checked by the job: those of files finished by an earlier run are skipped
+    files, names, problem = plan_outputs(_argparse.Namespace(**{**vars(args), "overwrite": True}))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    try:
+        from cluster.archive import ArchiveJob, ArchiveOptions, print_progress, run_job
+
+        options = ArchiveOptions(model=args.model, aligner=args.aligner, language=args.language, context=args.context,
+                                 device=args.device, dtype=args.dtype, quantize=args.quantize,
+                                 max_chunk_seconds=args.max_chunk_seconds, use_vad=not args.no_vad,
+                                 formats=tuple(args.format), engines=args.ray_engines,
+                                 cpus_per_engine=args.ray_cpus_per_engine, overwrite=args.overwrite)
+        job = ArchiveJob(files, args.output_dir, options, names=names, address=address or None)
+        summary = run_job(job, None if args.quiet else print_progress)
+    except RayMissing as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except FileExistsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    failed = summary.count("failed")
+    if not args.quiet:
+        print(f"{summary.count('done')} done, {summary.count('skipped')} skipped (done before), {failed} failed "
+              f"on {summary.engines} engine(s) in {summary.wall_seconds:.1f} s "
+              f"({summary.files_per_minute:.1f} files/min)", file=sys.stderr)
     return 1 if failed else 0
 
 
