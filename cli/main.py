@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -227,9 +228,6 @@ def ray_transcribe_command(args) -> int:
     from cluster import RayMissing
 
     address = args.ray
-    if address and ":" not in address and address not in ("auto", "local") and Path(address).exists():
-        args.files.insert(0, address)   # "--ray a.wav b.wav": the first input, not an address
-        address = ""
     if args.output_dir is None:
         print("error: --ray needs -o OUT (the folder for the outputs and the job's manifest)", file=sys.stderr)
         return 2
@@ -270,8 +268,22 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+_RAY_ADDRESS = re.compile(r"^(auto|local|([a-z]+://)?[\w.\-]+:\d+)$")
+
+
+def _ray_address_or_input(argv: list[str]) -> list[str]:
+    """``--ray a.wav b.wav``: the word after ``--ray`` is its ADDRESS only when it looks like one
+    (auto, local, host:port, ray://host:port); otherwise it is the first input."""
+    out = list(argv)
+    for i, word in enumerate(out[:-1]):
+        if word == "--ray" and not _RAY_ADDRESS.match(out[i + 1]):
+            out[i] = "--ray="
+    return out
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(_ray_address_or_input(argv))
     if args.command == "transcribe":
         return transcribe_command(args)
     return 2

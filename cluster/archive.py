@@ -145,6 +145,9 @@ class ArchiveJob:
         """Indices of the files this run still has to transcribe (not done by an earlier run)."""
         return [i for i, f in enumerate(self.files) if not self.manifest.is_done(f, self.options.formats)]
 
+    def pending_files(self) -> list[Path]:
+        return [Path(self.files[i]) for i in self.pending()]
+
     def existing_outputs(self, todo) -> list[str]:
         """Outputs of unfinished files that exist already (refused unless ``overwrite``)."""
         from engine.text.exports import render_filename
@@ -190,8 +193,11 @@ class ArchiveJob:
             EngineWorker, fn_constructor_kwargs={"settings": self.options.engine_settings(device),
                                                "registry": self.registry},
             batch_size=1, batch_format="numpy", num_cpus=self.options.cpus_per_engine, num_gpus=gpus,
+            # in flight = running: a file waits in the dataset, not behind a busy engine, so an engine
+            # that comes up later (or restarts) takes the next one
             compute=ray.data.ActorPoolStrategy(size=self.engines,
-                                               max_concurrent_calls_per_actor=self.options.files_per_engine))
+                                               max_concurrent_calls_per_actor=self.options.files_per_engine,
+                                               max_tasks_in_flight_per_actor=self.options.files_per_engine))
         written: set[int] = set()
         for row in dataset.iter_rows():
             index = int(row["index"])

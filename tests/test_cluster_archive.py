@@ -1,0 +1,119 @@
+"""The archive job on a local Ray (2 CPUs, loopback): 2 engines of 1 thread over espeak-ng files.
+
+Every output must equal the single-process CLI's; a file that cannot be read fails alone; a rerun
+skips what is done; an engine killed mid-job (ray.kill) loses no file and writes none twice.
+8 files and one job keep the module near 90 s on 2 shared cores (starting Ray and two engines is
+most of it); tests/bench/bench_cluster.py runs 40.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_helpers import TINY_MODEL, read_outputs, speech_files, start_local_ray  # noqa: E402
+
+from cli.main import main as cli_main  # noqa: E402
+from cluster.archive import ArchiveJob, ArchiveOptions, run_job, transcribe_archive  # noqa: E402
+from cluster.manifest import MANIFEST_NAME  # noqa: E402
+
+FORMATS = ("txt", "json")
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = start_local_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    return speech_files(tmp_path_factory.mktemp("speech"), 8)
+
+
+@pytest.fixture(scope="module")
+def cli_outputs(clips, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli")
+    assert cli_main(["transcribe", *map(str, clips), "--model", str(TINY_MODEL), "-o", str(out),
+                     "--format", ",".join(FORMATS), "--quiet"]) == 0
+    outputs = read_outputs(out)
+    assert len(outputs) == 2 * len(clips)
+    return outputs
+
+
+def options(**kw):
+    return dict(model=str(TINY_MODEL), formats=FORMATS, engines=2, cpus_per_engine=1, **kw)
+
+
+def manifest_lines(out):
+    return [json.loads(line) for line in (Path(out) / MANIFEST_NAME).read_text().splitlines()]
+
+
+def test_two_engines_match_the_cli_survive_a_killed_engine_and_a_rerun_skips_what_is_done(
+        ray_local, clips, cli_outputs, tmp_path):
+    # one job for all of it: each job starts two engines, the slow part of these tests on 2 cores
+    ray = ray_local
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF not really a wav file")
+    inputs = [*clips, broken]
+    out = tmp_path / "out"
+    job = ArchiveJob(inputs, out, ArchiveOptions(**options(files_per_engine=2)))
+    results, killed = [], []
+    for result in job.results():
+        results.append(result)
+        if not killed and result.state == "done":   # that engine still holds files: kill it under them
+            handle = next(h for name, h in job.engine_actors() if name == result.worker)
+            ray.kill(handle, no_restart=False)
+            killed.append(result.worker)
+    print(f"killed {killed[0]} after its first file; files per engine:",
+          {w: sum(r.worker == w for r in results) for w in sorted({r.worker for r in results})},
+          f"repeats dropped: {job.repeats_dropped}")
+
+    assert sorted(r.index for r in results) == list(range(len(inputs)))     # every file once: none lost
+    states = {Path(r.source).name: r for r in results}
+    failed = states.pop("broken.wav")
+    assert failed.state == "failed" and "broken.wav" in failed.error         # it failed alone
+    assert {r.state for r in states.values()} == {"done"}
+    assert read_outputs(out) == cli_outputs            # same names, same text, same JSON as the CLI
+    lines = manifest_lines(out)                        # one line per file: nothing written twice
+    assert sorted(Path(x["source"]).name for x in lines) == sorted(p.name for p in inputs)
+
+    # a rerun skips every file done (without starting an engine); the failed one would be tried again
+    again = transcribe_archive(clips, out, progress=None, **options())
+    assert [r.state for r in again.results] == ["skipped"] * len(clips) and again.engines == 0
+    assert read_outputs(out) == cli_outputs
+    assert [p.name for p in ArchiveJob(inputs, out, ArchiveOptions(**options())).pending_files()] == ["broken.wav"]
+
+
+def test_outputs_of_unfinished_files_are_refused_without_overwrite(clips, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "clip000.txt").write_text("mine")
+    job = ArchiveJob(clips[:2], out, ArchiveOptions(**options()))
+    with pytest.raises(FileExistsError, match="clip000.txt"):
+        list(job.results())
+    assert (out / "clip000.txt").read_text() == "mine"
+
+
+def test_without_ray_the_cli_says_how_to_get_it(monkeypatch, clips, tmp_path, capsys):
+    for name in [m for m in sys.modules if m == "ray" or m.startswith("ray.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "ray", None)   # import ray -> ImportError
+    rc = cli_main(["transcribe", "--ray", str(clips[0]), "--model", str(TINY_MODEL), "-o", str(tmp_path / "o")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "pip install 'qwen3-asr-desktop[cluster]'" in err
+
+
+def test_run_job_reports_files_per_minute(clips, tmp_path):
+    # every file done before: nothing to run, no cluster needed
+    out = tmp_path / "out"
+    job = ArchiveJob(clips[:1], out, ArchiveOptions(**options()))
+    job.manifest.record(clips[0], "done", formats=FORMATS, outputs=[])
+    summary = run_job(job, progress=None)
+    assert [r.state for r in summary.results] == ["skipped"] and summary.files_per_minute == 0
