@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("transcribe", help="transcribe audio or video files")
     t.add_argument("files", nargs="+", metavar="FILE")
-    t.add_argument("--model", required=True, help="model folder, or a Hugging Face id such as Qwen/Qwen3-ASR-0.6B")
+    t.add_argument("--model", help="model folder, or a Hugging Face id such as Qwen/Qwen3-ASR-0.6B (not with --server)")
     t.add_argument("--aligner", help="Qwen3-ForcedAligner folder or id, for word timestamps")
     t.add_argument("--language", help="force a language (name or code, e.g. English or en); default: detect")
     t.add_argument("--context", default="", help="context text: names, terms, topic")
@@ -47,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ray-engines", type=int, help="with --ray: engines (default: one per GPU, else CPUs / "
                                                    "--ray-cpus-per-engine)")
     t.add_argument("--ray-cpus-per-engine", type=int, default=2, help="with --ray: CPU cores per engine (default 2)")
+    t.add_argument("--server", metavar="URL", help="transcribe on a qwen3-asr server (e.g. http://127.0.0.1:8000)")
+    t.add_argument("--api-key", default=os.environ.get("QWEN3_ASR_API_KEY"),
+                   help="the server's key (default $QWEN3_ASR_API_KEY)")
+    from cli.serve import add_parser
+
+    add_parser(sub)
     return parser
 
 
@@ -159,6 +166,13 @@ def transcribe_command(args) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 1
+    if args.server:
+        from cli.remote import transcribe_remote
+
+        return transcribe_remote(args, files, names)
+    if not args.model:
+        print("error: --model is required (or --server URL)", file=sys.stderr)
+        return 2
     try:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
                           quantize=args.quantize, aligner=_resolve_model(args.aligner) if args.aligner else None,
@@ -228,6 +242,13 @@ def ray_transcribe_command(args) -> int:
     from cluster import RayMissing
 
     address = args.ray
+    if getattr(args, "server", None):
+        print("error: --ray and --server are two ways to run elsewhere: give one of them", file=sys.stderr)
+        return 2
+    if not args.model:
+        print("error: --ray needs --model (a folder at the same path on every node, or a Hugging Face id)",
+              file=sys.stderr)
+        return 2
     if args.output_dir is None:
         print("error: --ray needs -o OUT (the folder for the outputs and the job's manifest)", file=sys.stderr)
         return 2
@@ -286,6 +307,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(_ray_address_or_input(argv))
     if args.command == "transcribe":
         return transcribe_command(args)
+    if args.command == "serve":
+        from cli.serve import serve_command
+
+        return serve_command(args, _resolve_model, _one_line)
     return 2
 
 

@@ -9,7 +9,9 @@
     engine.api, engine (package)      the public API
     modelhub                          checkpoint downloads (no engine)
     cli                               the command line: engine (its audio headers too) + modelhub
-    app                               the Qt UI: engine's public modules, modelhub, app
+    server                            the HTTP server over one engine (server.client: its stdlib client)
+    app                               the Qt UI: engine's public modules, modelhub, server.client, app
+    cluster                           Ray jobs and Serve replicas: engine, modelhub, server (cli calls it)
 
 Every import counts, also those inside functions (lazy imports still couple modules).
 """
@@ -19,7 +21,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "kernels", "modelhub", "cli", "app")
+PACKAGES = ("engine", "kernels", "modelhub", "cli", "app", "server", "cluster")
 
 # layer -> the layers (besides itself) it may import
 ALLOWED = {
@@ -35,8 +37,16 @@ ALLOWED = {
                    "engine.pipelines", "engine"},
     "engine": {"engine.errors", "engine.text", "engine.api", "engine.serving", "engine.pipelines"},
     "modelhub": set(),
-    "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub"},
-    "app": {"engine", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub"},
+    "server.client": {"engine.text", "engine.errors"},
+    "server": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network",
+               "server.client"},
+    "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
+            "server", "server.client", "cluster"},
+    # Ray jobs and Serve replicas: engines, the server's app, the CLI's exporter; never the UI
+    "cluster": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
+                "server", "server.client"},
+    "app": {"engine", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
+            "server.client"},
 }
 
 
@@ -110,7 +120,7 @@ def test_engine_imports_no_ui_and_no_downloads():
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                assert not any(n.split(".")[0] in ("PySide6", "PyQt6", "app", "cli", "modelhub") for n in names), module
+                assert not any(n.split(".")[0] in ("PySide6", "PyQt6", "app", "cli", "modelhub", "ray", "cluster") for n in names), module
 
 
 def test_no_import_cycles():

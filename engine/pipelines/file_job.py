@@ -94,6 +94,11 @@ class FileJob:
         return not self.finished
 
     @property
+    def segments(self) -> list[Segment]:
+        """The segments transcribed so far, in the order their chunks finished (``transcript`` sorts them)."""
+        return list(self._segments)
+
+    @property
     def waiting(self) -> bool:
         """Queued and not started: holds its path only (no open file, no samples)."""
         return self.state == "queued"
