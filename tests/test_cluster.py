@@ -1,14 +1,21 @@
-"""The archive job on a local Ray (2 CPUs, loopback): 2 engines of 1 thread over espeak-ng files.
+"""cluster/ on a local Ray (2 CPUs, loopback only), with the trained test model and espeak-ng files.
 
-Every output must equal the single-process CLI's; a file that cannot be read fails alone; a rerun
-skips what is done; an engine killed mid-job (ray.kill) loses no file and writes none twice.
-8 files and one job keep the module near 90 s on 2 shared cores (starting Ray and two engines is
-most of it); tests/bench/bench_cluster.py runs 40.
+The archive job, 2 engines of 1 thread: every output equals the single-process CLI's; a file that
+cannot be read fails alone; a rerun skips what is done; an engine killed mid-job (ray.kill) loses no
+file and writes none twice. Then the server on Ray Serve: 2 replicas behind one endpoint answer
+concurrent requests as the CLI's engine does, and live sessions run through Serve's proxy.
+
+One Ray, one archive job and one Serve application for the module: starting Ray, engines and
+replicas (each a new process that imports torch and loads the model) is most of its time, so it
+uses 8 files (tests/bench/bench_cluster.py runs 40).
 """
 from __future__ import annotations
 
 import json
+import socket
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,9 +26,10 @@ from cluster_helpers import TINY_MODEL, read_outputs, speech_files, start_local_
 from cli.main import main as cli_main  # noqa: E402
 from cluster.archive import ArchiveJob, ArchiveOptions, run_job, transcribe_archive  # noqa: E402
 from cluster.manifest import MANIFEST_NAME  # noqa: E402
+from cluster.serve import REPLICA_HEADER, deployment, run  # noqa: E402
 
 FORMATS = ("txt", "json")
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +125,94 @@ def test_run_job_reports_files_per_minute(clips, tmp_path):
     job.manifest.record(clips[0], "done", formats=FORMATS, outputs=[])
     summary = run_job(job, progress=None)
     assert [r.state for r in summary.results] == ["skipped"] and summary.files_per_minute == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def endpoint(ray_local):
+    # after the archive tests: their engines are gone and the 2 CPUs free for 2 replicas
+    from ray import serve
+
+    port = free_port()
+    try:
+        run(deployment(str(TINY_MODEL), replicas=2, cpus_per_replica=1, settings={"max_queued_files": 8}),
+            host="127.0.0.1", port=port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+
+
+def test_two_serve_replicas_answer_concurrent_requests_as_the_cli_does(endpoint, clips, cli_outputs):
+    import requests
+
+    clips = clips[:4]
+    expected = {p.name: json.loads(cli_outputs[p.stem + ".json"])["text"] for p in clips}
+
+    def post(path):
+        with open(path, "rb") as f:
+            r = requests.post(f"{endpoint}/v1/audio/transcriptions", files={"file": (path.name, f, "audio/wav")},
+                              data={"response_format": "json"}, timeout=120)
+        return path.name, r.status_code, r.json(), r.headers.get(REPLICA_HEADER)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(post, [*clips, *clips]))
+    assert [status for _, status, _, _ in answers] == [200] * 8
+    assert all(body["text"] == expected[name] for name, _, body, _ in answers)
+    replicas = {replica for *_, replica in answers}
+    print("requests per replica:", {r: sum(a[3] == r for a in answers) for r in replicas})
+    assert len(replicas) == 2          # one endpoint, both engines at work
+
+    health = requests.get(f"{endpoint}/health", timeout=30).json()
+    assert health["status"] == "ok"
+
+
+def test_a_public_proxy_without_an_api_key_is_refused():
+    app = deployment(str(TINY_MODEL), replicas=1)
+    with pytest.raises(ValueError, match="api_key"):
+        run(app, host="0.0.0.0")
+
+
+def test_bad_deployment_settings_fail_before_any_replica_starts():
+    with pytest.raises(ValueError, match="replicas"):
+        deployment(str(TINY_MODEL), replicas=0)
+    with pytest.raises(ValueError, match="min_replicas"):
+        deployment(str(TINY_MODEL), min_replicas=3, max_replicas=2)
+    with pytest.raises(ValueError, match="max_queued_files"):
+        deployment(str(TINY_MODEL), settings={"max_queued_files": 0})
+
+
+def test_live_sessions_run_through_the_serve_proxy(endpoint, clips):
+    # each session is one WebSocket, relayed by Serve's proxy to the replica it opened on
+    import soundfile as sf
+
+    from server.client import LiveConnection
+
+    done = [threading.Event(), threading.Event()]
+    texts: list[list[str]] = [[], []]
+
+    def on_event(k):
+        def handle(event):
+            if event["type"].endswith(".completed"):
+                texts[k].append(event["transcript"])
+                done[k].set()
+            elif event["type"] in ("error", "session.closed"):
+                done[k].set()
+        return handle
+
+    sessions = [LiveConnection(endpoint, on_event(k), language="English") for k in range(2)]
+    try:
+        for k, session in enumerate(sessions):
+            samples, _ = sf.read(clips[k], dtype="float32")
+            for i in range(0, len(samples), 3200):
+                session.send(samples[i:i + 3200])
+            session.commit()
+        assert all(d.wait(120) for d in done)
+    finally:
+        for session in sessions:
+            session.close()
+    assert all(t and t[0].strip() for t in texts), texts
