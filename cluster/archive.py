@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cluster.manifest import Manifest, source_key
@@ -44,7 +44,7 @@ class ArchiveOptions:
     formats: tuple[str, ...] = ("txt",)
     engines: int | None = None           # None: one per GPU, else cluster CPUs // cpus_per_engine
     cpus_per_engine: int = 2             # CPU cores (and torch threads) per engine
-    files_per_engine: int = 8            # files each engine works on at once
+    files_per_engine: int | None = None  # files each engine works on at once (None: 8 on CPU, 32 on a GPU)
     overwrite: bool = False              # replace outputs of unfinished files that exist already
     compact_weights: bool = True         # an archive is long: pay the one-off packing (engine.load)
 
@@ -59,6 +59,8 @@ class ArchiveOptions:
             raise ValueError(f"engines must be a whole number of at least 1, got {self.engines!r}")
         for name in ("cpus_per_engine", "files_per_engine"):
             value = getattr(self, name)
+            if value is None and name == "files_per_engine":
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
 
@@ -97,7 +99,10 @@ def connect(address: str | None = None, **init_options):
     a running local cluster or else a new one on this machine. Reuses an existing connection."""
     ray = require_ray("data")
     if not ray.is_initialized():
-        ray.init(address=address or None, **init_options)
+        try:
+            ray.init(address=address or None, **init_options)
+        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+            raise ConnectionError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from exc
     return ray
 
 
@@ -112,6 +117,14 @@ def dedupe(inputs) -> list[str]:
     return files
 
 
+def _checked_model_names(options: ArchiveOptions) -> ArchiveOptions:
+    """The options with local model folders made absolute; a missing one fails here, not in every engine."""
+    from cluster.worker import driver_model_name
+
+    return replace(options, model=driver_model_name(options.model),
+                   aligner=driver_model_name(options.aligner) if options.aligner else None)
+
+
 class ArchiveJob:
     """One archive run over ``files`` into ``out_dir``; iterate ``results()`` to run it.
 
@@ -123,6 +136,7 @@ class ArchiveJob:
         from engine.text.exports import OutputNames
 
         options.check()
+        options = _checked_model_names(options)
         self.files = [os.fsdecode(f) for f in files]
         self.out_dir = Path(out_dir)
         if self.out_dir.exists() and not self.out_dir.is_dir():
@@ -187,6 +201,7 @@ class ArchiveJob:
         self.engines, device, gpus = self._pool_shape(ray)
         self.engines = min(self.engines, len(todo))
         self.registry = ray.remote(num_cpus=0)(EngineRegistry).remote()
+        in_flight = self.options.files_per_engine or (32 if device == "cuda" else 8)
         rows = [{"index": i, "path": os.path.abspath(self.files[i])} for i in todo]
         dataset = ray.data.from_items(rows, override_num_blocks=len(rows))   # one file per block: per-file tasks
         dataset = dataset.map_batches(
@@ -196,8 +211,8 @@ class ArchiveJob:
             # in flight = running: a file waits in the dataset, not behind a busy engine, so an engine
             # that comes up later (or restarts) takes the next one
             compute=ray.data.ActorPoolStrategy(size=self.engines,
-                                               max_concurrent_calls_per_actor=self.options.files_per_engine,
-                                               max_tasks_in_flight_per_actor=self.options.files_per_engine))
+                                               max_concurrent_calls_per_actor=in_flight,
+                                               max_tasks_in_flight_per_actor=in_flight))
         written: set[int] = set()
         for row in dataset.iter_rows():
             index = int(row["index"])

@@ -121,6 +121,9 @@ def deployment(model: str, *, replicas: int | None = 1, min_replicas: int = 1, m
         ray_actor_options={"num_cpus": cpus_per_replica, "num_gpus": gpus_per_replica}, **scaling)
     del ray
     threads = max(1, int(cpus_per_replica)) if not gpus_per_replica else None
+    from cluster.worker import driver_model_name
+
+    model, aligner = driver_model_name(model), driver_model_name(aligner) if aligner else None
     options = ReplicaOptions(model=model, aligner=aligner, device=device, dtype=dtype, quantize=quantize,
                              threads=threads, settings=settings)
     app = dep.bind(options)

@@ -29,6 +29,18 @@ def _resolve_model(name: str) -> str:
     return str(where) if kind == "local" else str(download_model(where))
 
 
+def driver_model_name(name: str) -> str:
+    """``name`` as the driver passes it to engines on any node: a local folder made absolute (it must
+    exist here: ValueError with the CLI's message otherwise), a Hugging Face id unchanged (each node
+    downloads it when its engine starts)."""
+    from pathlib import Path
+
+    from modelhub.downloads import resolve_model_name
+
+    kind, where = resolve_model_name(name)
+    return str(Path(where).resolve()) if kind == "local" else str(where)
+
+
 class EngineWorker:
     """A Ray Data callable class holding one engine. ``settings`` is ``ArchiveOptions.engine_settings()``."""
 

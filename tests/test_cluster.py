@@ -118,6 +118,14 @@ def test_without_ray_the_cli_says_how_to_get_it(monkeypatch, clips, tmp_path, ca
     assert "pip install 'qwen3-asr-desktop[cluster]'" in err
 
 
+def test_cli_refuses_a_missing_model_or_output_folder_before_starting_ray(clips, tmp_path, capsys):
+    out = str(tmp_path / "o")
+    assert cli_main(["transcribe", "--ray", str(clips[0]), "--model", str(tmp_path / "nowhere"), "-o", out]) == 2
+    assert "no model folder" in capsys.readouterr().err
+    assert cli_main(["transcribe", "--ray", str(clips[0]), "--model", str(TINY_MODEL)]) == 2
+    assert "needs -o" in capsys.readouterr().err
+
+
 def test_run_job_reports_files_per_minute(clips, tmp_path):
     # every file done before: nothing to run, no cluster needed
     out = tmp_path / "out"
