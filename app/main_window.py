@@ -418,6 +418,12 @@ class MainWindow(QMainWindow):
 
     # -- model --------------------------------------------------------------------------
     def load_configured_model(self) -> bool:
+        from app.remote_engine import remote_model
+
+        server = remote_model(self.settings)   # Settings > Engine: Server
+        if server:
+            self.client.load_model(server)
+            return True
         model = self.settings.get(S.MODEL)
         if not model:
             self.model_label.setText("No model")
@@ -490,7 +496,9 @@ class MainWindow(QMainWindow):
     def open_settings(self):
         from app.settings_dialog import SettingsDialog
 
-        before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)]
+        from app.remote_engine import engine_choice
+
+        before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)] + engine_choice(self.settings)
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
             self.apply_settings(before)
@@ -506,7 +514,9 @@ class MainWindow(QMainWindow):
         app = QGuiApplication.instance()
         if app is not None:
             apply_theme(app, self.settings.get(S.THEME))
-        now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)]
+        from app.remote_engine import engine_choice
+
+        now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)] + engine_choice(self.settings)
         if model_before is not None and now != model_before:
             self.load_configured_model()
         self.queue.dispatch()

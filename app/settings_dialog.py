@@ -65,6 +65,10 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._subtitles_tab(), "Subtitles")
         tabs.addTab(self._export_tab(), "Export")
         tabs.addTab(self._appearance_tab(), "Appearance")
+        from app.engine_page import EnginePage
+
+        self.engine_page = EnginePage()
+        tabs.addTab(self.engine_page, "Engine")
         self.tabs = tabs
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
@@ -185,6 +189,7 @@ class SettingsDialog(QDialog):
         self.export_dir_edit.setText(g(S.EXPORT_DIR))
         self.template_edit.setText(g(S.EXPORT_TEMPLATE))
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
+        self.engine_page.load(self.settings)
 
     def save(self):
         s = self.settings.set
@@ -205,6 +210,7 @@ class SettingsDialog(QDialog):
         s(S.EXPORT_DIR, self.export_dir_edit.text().strip())
         s(S.EXPORT_TEMPLATE, self.template_edit.text().strip() or "{stem}.{ext}")
         s(S.THEME, self.theme_combo.currentData())
+        self.engine_page.save(self.settings)
         self.settings.sync()
 
     def accept(self):

@@ -35,6 +35,10 @@ def _device_label(eng) -> str:
 
 
 def _default_loader(model_dir, device=None, dtype=None, *, aligner=None):
+    from app.remote_engine import REMOTE_PREFIX, connect
+
+    if str(model_dir).startswith(REMOTE_PREFIX):   # Settings > Engine: Server
+        return connect(str(model_dir))
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
     if dtype == S.INT8:   # the Precision setting's int8 choice: engine quantization, auto dtype

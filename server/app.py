@@ -25,6 +25,7 @@ from server.uploads import BodyLimit, remove_quietly, store_and_check
 
 log = logging.getLogger(__name__)
 GRANULARITIES = ("word", "segment")
+LEFTOVER_GRACE_S = 2.0
 
 
 def _require_fastapi():
@@ -59,7 +60,9 @@ def build_app(engine, settings: ServerSettings | None = None):
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        summary = await asyncio.get_running_loop().run_in_executor(None, runner.stop, settings.shutdown_grace_s)
+        # The host has already given requests in flight its graceful-shutdown time (serve.py: shutdown_grace_s);
+        # what they left behind gets a moment more, then is cancelled.
+        summary = await asyncio.get_running_loop().run_in_executor(None, runner.stop, LEFTOVER_GRACE_S)
         app.state.shutdown_summary = summary
         decode_pool.shutdown(wait=False, cancel_futures=True)
 
@@ -195,6 +198,9 @@ async def _wait(request, runner: EngineRunner, task, timeout_s: float):
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         done, _ = await asyncio.wait({result, gone}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:    # the host gave up on this request (shutdown): so does the engine
+        runner.cancel_file(task, "the server shut down before it finished")
+        raise
     finally:
         gone.cancel()
     if result in done:

@@ -8,9 +8,11 @@ back with each event.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -67,20 +69,60 @@ def _multipart(fields: list[tuple[str, str]], path: Path) -> tuple[bytes, str]:
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def transcribe_file(url: str, path, *, api_key: str | None = None, language: str | None = None,
-                    context: str = "", word_timestamps: bool = False, timeout: float = 3600.0) -> Transcript:
-    """Transcribe ``path`` on the server at ``url`` (e.g. ``http://127.0.0.1:8000``); ServerError on refusal."""
-    path = Path(path)
-    fields = [("model", "qwen3-asr"), ("response_format", "verbose_json"), ("prompt", context)]
-    if language:
-        fields.append(("language", language))
-    if word_timestamps:
-        fields.append(("timestamp_granularities[]", "word"))
-    body, content_type = _multipart(fields, path)
-    request = urllib.request.Request(url.rstrip("/") + "/v1/audio/transcriptions", data=body, method="POST",
-                                     headers={**_headers(api_key), "Content-Type": content_type})
-    with _open(request, timeout) as response:
-        return transcript_from_verbose(json.loads(response.read()))
+class FileRequest:
+    """One file sent to the server; ``run()`` blocks for its Transcript, ``cancel()`` (any thread) drops the
+    connection, which makes the server cancel the file and free what it held."""
+
+    def __init__(self, url: str, path, *, api_key: str | None = None, language: str | None = None,
+                 context: str = "", word_timestamps: bool = False, timeout: float = 3600.0):
+        self.url, self.path, self.timeout = urllib.parse.urlsplit(url.rstrip("/")), Path(path), timeout
+        fields = [("model", "qwen3-asr"), ("response_format", "verbose_json"), ("prompt", context)]
+        if language:
+            fields.append(("language", language))
+        if word_timestamps:
+            fields.append(("timestamp_granularities[]", "word"))
+        self._fields, self._api_key = fields, api_key
+        self._conn: http.client.HTTPConnection | None = None
+        self.cancelled = False
+
+    def run(self) -> Transcript:
+        body, content_type = _multipart(self._fields, self.path)
+        kind = http.client.HTTPSConnection if self.url.scheme == "https" else http.client.HTTPConnection
+        where = f"{self.url.scheme}://{self.url.netloc}"
+        try:
+            self._conn = kind(self.url.hostname, self.url.port, timeout=self.timeout)
+            if self.cancelled:
+                raise ServerError(0, "cancelled")
+            self._conn.request("POST", self.url.path + "/v1/audio/transcriptions", body=body,
+                               headers={**_headers(self._api_key), "Content-Type": content_type})
+            response = self._conn.getresponse()
+            data = response.read()
+        except OSError as e:
+            raise ServerError(0, "cancelled" if self.cancelled else f"cannot reach the server at {where}: {e}") from None
+        finally:
+            self._conn.close() if self._conn else None
+        if response.status != 200:
+            try:
+                message = json.loads(data)["error"]["message"]
+            except Exception:   # not our JSON error: say what HTTP said
+                message = response.reason
+            raise ServerError(response.status, str(message))
+        return transcript_from_verbose(json.loads(data))
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            try:
+                conn.sock.shutdown(2)
+            except OSError:
+                pass
+
+
+def transcribe_file(url: str, path, **options) -> Transcript:
+    """Transcribe ``path`` on the server at ``url`` (e.g. ``http://127.0.0.1:8000``); ServerError on refusal.
+    Options: api_key, language, context, word_timestamps, timeout."""
+    return FileRequest(url, path, **options).run()
 
 
 def transcript_from_verbose(data: dict) -> Transcript:
@@ -110,7 +152,8 @@ class LiveConnection:
             raise ImportError("live sessions over the network need websockets: pip install websockets") from None
         ws_url = url.rstrip("/").replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/realtime"
         try:
-            self._ws = connect(ws_url, additional_headers=_headers(api_key), open_timeout=10)
+            # entered as a context manager by hand: the connection outlives this call (closed in close())
+            self._ws = connect(ws_url, additional_headers=_headers(api_key), open_timeout=10).__enter__()
         except Exception as e:
             raise ServerError(0, f"cannot open a live session at {ws_url}: {e}") from None
         self._on_event = on_event

@@ -98,7 +98,9 @@ class LiveSession:
         tentative = " ".join(s.tentative for s in self._streams if s.tentative)
         if tentative != self._tentative:
             self._tentative = tentative
-            self.emit({"type": "conversation.item.input_audio_transcription.tentative", "text": tentative})
+            lag = max((s.lag_seconds for s in self._streams), default=0.0)
+            self.emit({"type": "conversation.item.input_audio_transcription.tentative", "text": tentative,
+                       "lag_seconds": round(lag, 2)})
         for stream in list(self._streams):
             current = stream is self._streams[-1]
             if stream.finished and (not current or self._closed):

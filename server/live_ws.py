@@ -190,7 +190,7 @@ def _pcm16(audio) -> np.ndarray:
     except (binascii.Error, ValueError):
         raise ValueError("'audio' is not valid base64") from None
     if len(raw) % 2:
-        raise ValueError("PCM16 audio has an even number of bytes")
+        raise ValueError("PCM16 audio must have an even number of bytes (2 per sample)")
     return np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
 
 

@@ -89,6 +89,11 @@ class EngineRunner:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def begin_shutdown(self) -> None:
+        """Take no new files or sessions from now on (work in flight goes on); ``stop`` ends the rest."""
+        with self._lock:
+            self._stopping = True
+
     def stop(self, grace_s: float = 30.0) -> dict:
         """Take no new work; let files and sessions in flight finish for up to ``grace_s``, then cancel the
         rest. Returns ``{"finished": [task ids], "cancelled": [task ids]}`` and logs it."""

@@ -20,5 +20,10 @@ def serve(engine, settings: ServerSettings, *, log_level: str = "info") -> dict:
     app = build_app(engine, settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s), ws="websockets-sansio")
-    uvicorn.Server(config).run()
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):   # SIGINT/SIGTERM: no new work from this moment
+            app.state.runner.begin_shutdown()
+            super().handle_exit(sig, frame)
+
+    Server(config).run()
     return getattr(app.state, "shutdown_summary", {"finished": [], "cancelled": []})

@@ -43,6 +43,8 @@ class RunningServer:
         return self.app.state.runner
 
     def stop(self) -> dict:
+        """As SIGTERM does under ``qwen3-asr serve``: no new work, then uvicorn's graceful shutdown."""
+        self.runner.begin_shutdown()
         self._server.should_exit = True
         self._thread.join(timeout=30)
         return getattr(self.app.state, "shutdown_summary", None)

@@ -6,9 +6,11 @@ import asyncio
 import base64
 import http.client
 import json
+import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import openai
@@ -144,15 +146,19 @@ def test_bad_requests_get_clear_json_errors(server, client, audio, tmp_path):
     conn.close()
     with open(audio["path"], "rb") as f:   # still answering
         assert client.audio.transcriptions.create(model="qwen3-asr", file=f).text
+    from server.uploads import UPLOAD_PREFIX
+
+    assert list(Path(tempfile.gettempdir()).glob(UPLOAD_PREFIX + "*")) == []   # no upload left behind
 
 
-def test_a_full_queue_answers_429_with_retry_after(audio):
+def test_a_full_queue_answers_429_and_a_slow_request_504(audio):
     eng = engine.load(MODELS / "qwen3-asr-tiny", dtype="float32")
-    running = RunningServer(eng, max_queued_files=1)
+    running = RunningServer(eng, max_queued_files=1, request_timeout_s=3)
     release = threading.Event()
+    answers = []
     try:
         running.runner.call(release.wait)           # hold the engine thread: the first file stays queued
-        first = threading.Thread(target=_post_file, args=(running.url, audio["path"]))
+        first = threading.Thread(target=_post_file, args=(running.url, audio["path"], answers))
         first.start()
         deadline = time.monotonic() + 30
         while running.runner.queued_files < 1 and time.monotonic() < deadline:
@@ -161,18 +167,26 @@ def test_a_full_queue_answers_429_with_retry_after(audio):
         with pytest.raises(openai.RateLimitError) as caught:
             plain.audio.transcriptions.create(model="qwen3-asr", file=open(audio["path"], "rb"))
         assert int(caught.value.response.headers["retry-after"]) >= 1
-        release.set()
         first.join(timeout=60)
+        assert answers[0].status == 504 and "longer than" in answers[0].message
+        release.set()
+        deadline = time.monotonic() + 30
+        while running.runner.queued_files and time.monotonic() < deadline:   # the timed-out file was cancelled
+            time.sleep(0.05)
+        assert running.runner.queued_files == 0
     finally:
         release.set()
         summary = running.stop()
     assert summary == {"finished": [], "cancelled": []}
 
 
-def _post_file(url, path):
-    from server.client import transcribe_file
+def _post_file(url, path, answers):
+    from server.client import ServerError, transcribe_file
 
-    transcribe_file(url, path)
+    try:
+        answers.append(transcribe_file(url, path))
+    except ServerError as e:
+        answers.append(e)
 
 
 def _append(pcm: bytes) -> str:
@@ -247,3 +261,21 @@ def test_binding_off_loopback_needs_a_key():
         ServerSettings(host="0.0.0.0").check()
     ServerSettings(host="0.0.0.0", api_key="long-enough-key").check()
     ServerSettings(host="::1").check()
+
+
+def test_shutdown_finishes_or_cancels_and_says_which(audio):
+    from server.runner import EngineRunner, ServerStopping
+
+    runner = EngineRunner(engine.load(MODELS / "qwen3-asr-tiny", dtype="float32")).start()
+    first = runner.submit_file(str(audio["path"]))
+    first.future.result(timeout=60)
+    release = threading.Event()
+    runner.call(release.wait)                        # the engine is busy elsewhere when shutdown comes
+    late = runner.submit_file(str(audio["path"]))
+    threading.Timer(1.0, release.set).start()
+    summary = runner.stop(grace_s=0.2)
+    assert summary == {"finished": [], "cancelled": [late.id]}
+    with pytest.raises(Exception, match="shut down"):
+        late.future.result(timeout=5)
+    with pytest.raises(ServerStopping):
+        runner.submit_file(str(audio["path"]))
