@@ -155,6 +155,12 @@ class ArchiveJob:
             return []
         return require_ray("").get(self.registry.list.remote())
 
+    def started(self) -> dict[int, list[str]]:
+        """{input index: the engines that started it, in order}: two names mean it ran again."""
+        if self.registry is None:
+            return {}
+        return require_ray("").get(self.registry.started.remote())
+
     def pending(self) -> list[int]:
         """Indices of the files this run still has to transcribe (not done by an earlier run)."""
         return [i for i, f in enumerate(self.files) if not self.manifest.is_done(f, self.options.formats)]

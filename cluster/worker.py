@@ -61,6 +61,7 @@ class EngineWorker:
                                   compact_weights=settings.get("compact_weights", True))
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self._threads_set_on_loop = False
+        self.registry = registry
         if registry is not None:   # tell the driver this engine is up (and how to reach its actor)
             import ray
 
@@ -78,6 +79,8 @@ class EngineWorker:
             torch.set_num_threads(self.threads)
             self._threads_set_on_loop = True
         started = time.monotonic()
+        if self.registry is not None:
+            self.registry.file_started.remote(index, self.name)
         row = {"index": index, "state": "failed", "error": "", "transcript": "", "worker": self.name,
                "seconds": 0.0}
         try:
@@ -105,14 +108,21 @@ class EngineWorker:
 
 
 class EngineRegistry:
-    """The engines of one job as they come up (a Ray actor on the driver's side, no CPU): the
-    driver shows them, and tests use the handles to kill one mid-job."""
+    """The engines of one job as they come up, and which engine started which file (a Ray actor
+    without CPU): the driver can show them; a file started twice ran again after its engine died."""
 
     def __init__(self):
         self.engines: list[tuple[str, object]] = []
+        self.starts: dict[int, list[str]] = {}
 
     def engine_up(self, name: str, handle) -> None:
         self.engines.append((name, handle))
 
+    def file_started(self, index: int, name: str) -> None:
+        self.starts.setdefault(index, []).append(name)
+
     def list(self) -> list:
         return list(self.engines)
+
+    def started(self) -> dict:
+        return {index: list(names) for index, names in self.starts.items()}

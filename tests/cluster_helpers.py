@@ -41,6 +41,17 @@ def speech_files(folder, n: int, seed: int = 36) -> list[Path]:
     return paths
 
 
+def long_file(folder, clips, repeat: int = 3) -> Path:
+    """One file of all ``clips`` one after another, ``repeat`` times, with short pauses (about a minute)."""
+    pieces = []
+    for _ in range(repeat):
+        for clip in clips:
+            pieces += [sf.read(clip, dtype="float32")[0], np.zeros(8000, np.float32)]
+    path = Path(folder) / "long.wav"
+    sf.write(path, np.concatenate(pieces), 16000)
+    return path
+
+
 def start_local_ray(num_cpus: int = 2):
     """A Ray on this machine only: loopback address, no dashboard, no Ray Data progress bars."""
     import ray
