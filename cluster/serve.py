@@ -100,7 +100,7 @@ def deployment(model: str, *, replicas: int | None = 1, min_replicas: int = 1, m
     between ``min_replicas`` and ``max_replicas`` on queue length (``target_queue`` ongoing requests
     per replica). ``settings`` are ServerSettings fields applied in every replica (max_queued_files,
     api_key, ...). Pass the result to ``run`` or ``serve.run``."""
-    ray = require_ray("serve")
+    require_ray("serve")
     from ray import serve
 
     settings = dict(settings or {})
@@ -119,7 +119,6 @@ def deployment(model: str, *, replicas: int | None = 1, min_replicas: int = 1, m
     dep = serve.deployment(
         cls, name=name, max_ongoing_requests=queue_cap,
         ray_actor_options={"num_cpus": cpus_per_replica, "num_gpus": gpus_per_replica}, **scaling)
-    del ray
     threads = max(1, int(cpus_per_replica)) if not gpus_per_replica else None
     from cluster.worker import driver_model_name
 
