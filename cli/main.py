@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run on a Ray cluster (needs -o): ADDRESS such as auto or head:6379; none: a running "
+                        "local cluster, else a new one on this machine (pip install 'qwen3-asr-desktop[cluster]')")
+    t.add_argument("--ray-engines", type=int, help="with --ray: engines (default: one per GPU, else CPUs / "
+                                                   "--ray-cpus-per-engine)")
+    t.add_argument("--ray-cpus-per-engine", type=int, default=2, help="with --ray: CPU cores per engine (default 2)")
     t.add_argument("--server", metavar="URL", help="transcribe on a qwen3-asr server (e.g. http://127.0.0.1:8000)")
     t.add_argument("--api-key", default=os.environ.get("QWEN3_ASR_API_KEY"),
                    help="the server's key (default $QWEN3_ASR_API_KEY)")
@@ -135,6 +142,10 @@ def transcribe_command(args) -> int:
     import engine
     from engine.text.exports import export
 
+    if args.ray is not None:
+        from cli.ray_job import ray_transcribe_command
+
+        return ray_transcribe_command(args, plan_outputs, _one_line)
     files, names, problem = plan_outputs(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -213,8 +224,22 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+_RAY_ADDRESS = re.compile(r"^(auto|local|([a-z]+://)?[\w.\-]+:\d+)$")
+
+
+def _ray_address_or_input(argv: list[str]) -> list[str]:
+    """``--ray a.wav b.wav``: the word after ``--ray`` is its ADDRESS only when it looks like one
+    (auto, local, host:port, ray://host:port); otherwise it is the first input."""
+    out = list(argv)
+    for i, word in enumerate(out[:-1]):
+        if word == "--ray" and not _RAY_ADDRESS.match(out[i + 1]):
+            out[i] = "--ray="
+    return out
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(_ray_address_or_input(argv))
     if args.command == "transcribe":
         return transcribe_command(args)
     if args.command == "serve":

@@ -11,6 +11,7 @@
     cli                               the command line: engine (its audio headers too) + modelhub
     server                            the HTTP server over one engine (server.client: its stdlib client)
     app                               the Qt UI: engine's public modules, modelhub, server.client, app
+    cluster                           Ray jobs and Serve replicas: engine, modelhub, server (cli calls it)
 
 Every import counts, also those inside functions (lazy imports still couple modules).
 """
@@ -20,7 +21,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "kernels", "modelhub", "cli", "app", "server")
+PACKAGES = ("engine", "kernels", "modelhub", "cli", "app", "server", "cluster")
 
 # layer -> the layers (besides itself) it may import
 ALLOWED = {
@@ -40,7 +41,10 @@ ALLOWED = {
     "server": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network",
                "server.client"},
     "cli": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
-            "server", "server.client"},
+            "server", "server.client", "cluster"},
+    # Ray jobs and Serve replicas: engines, the server's app, the CLI's exporter; never the UI
+    "cluster": {"engine", "engine.api", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
+                "server", "server.client"},
     "app": {"engine", "engine.errors", "engine.text", "engine.audio", "engine.network", "modelhub",
             "server.client"},
 }
@@ -116,7 +120,7 @@ def test_engine_imports_no_ui_and_no_downloads():
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                assert not any(n.split(".")[0] in ("PySide6", "PyQt6", "app", "cli", "modelhub") for n in names), module
+                assert not any(n.split(".")[0] in ("PySide6", "PyQt6", "app", "cli", "modelhub", "ray", "cluster") for n in names), module
 
 
 def test_no_import_cycles():

@@ -1,0 +1,68 @@
+"""Shared by tests/test_cluster_*.py and tests/bench/bench_cluster.py: short espeak-ng files the
+trained test model hears (sentences from tools/train_test_model.py's vocabulary), and a local
+Ray on loopback."""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_MODEL = ROOT / "tests" / "models" / "qwen3-asr-tiny"
+
+
+def sentences(n: int, seed: int = 36) -> list[str]:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from train_test_model import sentence
+
+    rng = random.Random(seed)
+    return [sentence(rng) for _ in range(n)]
+
+
+def speech_files(folder, n: int, seed: int = 36) -> list[Path]:
+    """``n`` 16 kHz WAV files of one or two spoken sentences each (about 2-5 s), made once per folder."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from real_speech import speak
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = sentences(2 * n, seed)
+    paths = []
+    for i in range(n):
+        path = folder / f"clip{i:03d}.wav"
+        if not path.exists():
+            parts = [speak(texts[2 * i])] + ([speak(texts[2 * i + 1])] if i % 3 == 0 else [])
+            gap = np.zeros(4000, np.float32)
+            sf.write(path, np.concatenate([parts[0]] + [x for p in parts[1:] for x in (gap, p)]), 16000)
+        paths.append(path)
+    return paths
+
+
+def long_file(folder, clips, repeat: int = 3) -> Path:
+    """One file of all ``clips`` one after another, ``repeat`` times, with short pauses (about a minute)."""
+    pieces = []
+    for _ in range(repeat):
+        for clip in clips:
+            pieces += [sf.read(clip, dtype="float32")[0], np.zeros(8000, np.float32)]
+    path = Path(folder) / "long.wav"
+    sf.write(path, np.concatenate(pieces), 16000)
+    return path
+
+
+def start_local_ray(num_cpus: int = 2):
+    """A Ray on this machine only: loopback address, no dashboard, no Ray Data progress bars."""
+    import ray
+
+    ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    return ray
+
+
+def read_outputs(folder, formats=("txt", "json")) -> dict[str, str]:
+    """{file name: content} of the transcript outputs in ``folder`` (not the manifest)."""
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(folder).iterdir())
+            if p.suffix.lstrip(".") in formats}
