@@ -8,6 +8,7 @@ commands for real in a fresh clone with a Python marked externally managed (PEP 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ if [ "${1:-}" = -m ] && [ "${2:-}" = venv ]; then
     mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
 fi
 if [ "${1:-}" = -c ] && [[ "$2" == *"import torch"* ]]; then exit 1; fi   # no torch yet
+if [[ " $* " == *" --index-url "* ]] && [ "${FAKE_INDEX_DOWN:-0}" = 1 ]; then exit 1; fi   # index unreachable
 if [ "${1:-}" = --version ]; then echo "Python 3.11.2"; fi
 exit 0
 """
@@ -104,7 +106,8 @@ def test_a_user_without_the_system_libraries_gets_the_exact_package_list(tmp_pat
     assert done.returncode == 1
     assert "sudo apt-get install" in done.stderr
     for package in ("libportaudio2", "libsndfile1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1",
-                    "pulseaudio-utils"):   # parec and pactl: the "system audio" live input
+                    "pulseaudio-utils", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-xinerama0",
+                    "libxcb-util1", "libglib2.0-0", "libx11-xcb1"):   # parec and pactl: the "system audio" live input
         assert package in done.stderr
     assert not (tmp_path / "venv").exists(), "nothing is installed before the libraries are there"
 
@@ -204,3 +207,58 @@ def test_self_test_without_model_uses_the_model_saved_in_settings(tmp_path, monk
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "self-test passed" in done.stdout and str(tiny_model_dir) in done.stdout
+
+
+def _installs(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA GPU")
+def test_without_a_gpu_torch_comes_from_the_cpu_index_quickly_and_with_pips_progress(tmp_path):
+    _fake_python(tmp_path)
+    done = _bootstrap(tmp_path, "app")
+    assert done.returncode == 0, done.stderr
+    installs = _installs(_log(tmp_path))
+    torch = installs[0]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch and "torch==2.13.0" in torch
+    assert "--retries 0" in torch and re.search(r"--timeout \d+ ", torch), "an unreachable index must not hang"
+    assert len(installs) == 2 and "-e ." in installs[1]
+    assert not any("--quiet" in line for line in installs), "pip's progress is shown for the big downloads"
+    assert "about 190 MB to download" in done.stderr, "the size is said before the download starts"
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA GPU")
+def test_an_unreachable_cpu_index_falls_back_to_pypi(tmp_path):
+    _fake_python(tmp_path)
+    done = _bootstrap(tmp_path, "app", {"FAKE_INDEX_DOWN": "1"})
+    assert done.returncode == 0, done.stderr
+    installs = _installs(_log(tmp_path))
+    assert "--index-url" in installs[0]
+    assert "torch==2.13.0" in installs[1] and "--index-url" not in installs[1]
+    assert "-e ." in installs[2]
+    assert "taking torch 2.13.0 from PyPI instead" in done.stderr and "about 3 GB" in done.stderr
+
+
+def _bootstrap_probes() -> tuple[set[str], set[str]]:
+    """The shared libraries bootstrap.sh probes for, and those it names as pulled in by them."""
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    probed = set(re.findall(r"so:([\w.+-]+\.so[\w.]*)", script))
+    pulled = set(re.search(r'QT_PULLED_IN="([^"]*)"', script).group(1).split())
+    return probed, pulled
+
+
+def test_the_library_check_covers_every_library_of_qts_xcb_plugin():
+    import PySide6
+
+    qt = Path(PySide6.__file__).parent / "Qt"
+    plugin = qt / "plugins" / "platforms" / "libqxcb.so"
+    assert plugin.is_file()
+    ldd = subprocess.run(["ldd", str(plugin)], capture_output=True, text=True, check=True).stdout
+    system = set()
+    for line in ldd.splitlines():
+        match = re.match(r"\s*(\S+\.so[\w.]*) => (.*?)(?: \(0x|$)", line)
+        if match and (match.group(2) == "not found" or not match.group(2).startswith(str(qt.parent))):
+            system.add(match.group(1))
+    probed, pulled = _bootstrap_probes()
+    assert system and "libxcb-icccm.so.4" in system
+    assert sorted(system - probed - pulled) == [], "add these to APP_NEEDS in scripts/bootstrap.sh"
