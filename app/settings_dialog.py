@@ -64,6 +64,10 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._transcription_tab(), "Transcription")
         tabs.addTab(self._subtitles_tab(), "Subtitles")
         tabs.addTab(self._export_tab(), "Export")
+        from app.watch_folder_page import WatchFolderPage
+
+        self.watch_page = WatchFolderPage(settings)
+        tabs.addTab(self.watch_page, "Watch folder")
         tabs.addTab(self._appearance_tab(), "Appearance")
         self.tabs = tabs
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
@@ -185,6 +189,7 @@ class SettingsDialog(QDialog):
         self.export_dir_edit.setText(g(S.EXPORT_DIR))
         self.template_edit.setText(g(S.EXPORT_TEMPLATE))
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
+        self.watch_page.load()
 
     def save(self):
         s = self.settings.set
@@ -205,6 +210,7 @@ class SettingsDialog(QDialog):
         s(S.EXPORT_DIR, self.export_dir_edit.text().strip())
         s(S.EXPORT_TEMPLATE, self.template_edit.text().strip() or "{stem}.{ext}")
         s(S.THEME, self.theme_combo.currentData())
+        self.watch_page.save()
         self.settings.sync()
 
     def accept(self):
