@@ -132,11 +132,21 @@ say "Installing the project into $VENV (first run, or pyproject.toml changed) ..
 TORCH_VERSION="2.13.0"
 CPU_INDEX="${QWEN3_ASR_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 if ! "$VPY" -c "import torch" >/dev/null 2>&1 && ! command -v nvidia-smi >/dev/null 2>&1; then
-    say "No NVIDIA GPU found: installing PyTorch $TORCH_VERSION's CPU build from $CPU_INDEX"
-    say "(about 190 MB to download) ..."
-    if ! "$VPY" -m pip install --timeout 15 --retries 0 --index-url "$CPU_INDEX" "torch==$TORCH_VERSION" >&2; then
-        say "PyTorch's CPU index could not be used; taking torch $TORCH_VERSION from PyPI instead (on x86-64"
-        say "Linux that is the build with CUDA libraries: about 3 GB to download) ..."
+    # Asked first in a few seconds, so that an unreachable index gives one line, not pip's page of
+    # resolver errors; pip itself then also runs with a short timeout and no retries.
+    if "$VPY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip('/') + '/torch/', timeout=10)" \
+            "$CPU_INDEX" >/dev/null 2>&1; then
+        say "No NVIDIA GPU found: installing PyTorch $TORCH_VERSION's CPU build from $CPU_INDEX"
+        say "(about 190 MB to download) ..."
+        cpu_ok=yes
+        "$VPY" -m pip install --timeout 15 --retries 0 --index-url "$CPU_INDEX" "torch==$TORCH_VERSION" >&2 || cpu_ok=no
+    else
+        say "No NVIDIA GPU found, but PyTorch's CPU index ($CPU_INDEX) cannot be reached from here."
+        cpu_ok=no
+    fi
+    if [ "$cpu_ok" = no ]; then
+        say "Taking torch $TORCH_VERSION from PyPI instead (on x86-64 Linux that is the build with CUDA"
+        say "libraries: about 3 GB to download) ..."
         "$VPY" -m pip install "torch==$TORCH_VERSION" >&2 || true
     fi
 fi

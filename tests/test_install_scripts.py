@@ -26,7 +26,8 @@ if [ "${1:-}" = -m ] && [ "${2:-}" = venv ]; then
     mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
 fi
 if [ "${1:-}" = -c ] && [[ "$2" == *"import torch"* ]]; then exit 1; fi   # no torch yet
-if [[ " $* " == *" --index-url "* ]] && [ "${FAKE_INDEX_DOWN:-0}" = 1 ]; then exit 1; fi   # index unreachable
+if [ "${1:-}" = -c ] && [[ "$2" == *urlopen* ]] && [ "${FAKE_INDEX_DOWN:-}" = probe ]; then exit 1; fi
+if [[ " $* " == *" --index-url "* ]] && [ -n "${FAKE_INDEX_DOWN:-}" ]; then exit 1; fi   # index unusable
 if [ "${1:-}" = --version ]; then echo "Python 3.11.2"; fi
 exit 0
 """
@@ -228,15 +229,21 @@ def test_without_a_gpu_torch_comes_from_the_cpu_index_quickly_and_with_pips_prog
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA GPU")
-def test_an_unreachable_cpu_index_falls_back_to_pypi(tmp_path):
+@pytest.mark.parametrize("down", ["probe", "pip"])
+def test_an_unreachable_cpu_index_falls_back_to_pypi(tmp_path, down):
+    """'probe': the index does not answer (one line, pip never asks it); 'pip': it answered, but pip
+    could not install from it."""
     _fake_python(tmp_path)
-    done = _bootstrap(tmp_path, "app", {"FAKE_INDEX_DOWN": "1"})
+    done = _bootstrap(tmp_path, "app", {"FAKE_INDEX_DOWN": down})
     assert done.returncode == 0, done.stderr
     installs = _installs(_log(tmp_path))
-    assert "--index-url" in installs[0]
-    assert "torch==2.13.0" in installs[1] and "--index-url" not in installs[1]
-    assert "-e ." in installs[2]
-    assert "taking torch 2.13.0 from PyPI instead" in done.stderr and "about 3 GB" in done.stderr
+    if down == "probe":
+        assert "cannot be reached" in done.stderr and not any("--index-url" in line for line in installs)
+    else:
+        assert "--index-url" in installs.pop(0)
+    assert "torch==2.13.0" in installs[0] and "--index-url" not in installs[0]
+    assert "-e ." in installs[1]
+    assert "from PyPI instead" in done.stderr and "about 3 GB" in done.stderr
 
 
 def _bootstrap_probes() -> tuple[set[str], set[str]]:
