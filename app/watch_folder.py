@@ -80,7 +80,10 @@ class WatchState:
             self.save()
 
     def path_of_job(self, job) -> str | None:
-        return next((p for p, e in self.files.items() if e.get("job") == job and e.get("status") == QUEUED), None)
+        """The watched file a queue job transcribes, until it is exported (a failed one the user
+        retries in the queue is exported when it finishes)."""
+        return next((p for p, e in self.files.items()
+                     if e.get("job") == job and e.get("status") in (QUEUED, FAILED)), None)
 
 
 class FolderWatcher:
