@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
     t.add_argument("--quantize", choices=["int8"],
                    help="int8 decoder weights on CPU: faster, not token-exact (default: off)")
-    t.add_argument("--format", type=_formats, default=["txt"], help="comma-separated: txt,json,srt,vtt; vtt-karaoke (a timestamp before each word: "
+    t.add_argument("--format", type=_formats, default=["txt"],
+                   help="comma-separated: txt,json,srt,vtt; vtt-karaoke (a timestamp before each word: "
                         "NAME.karaoke.vtt), txt-timestamps (a time before each line: NAME.timestamps.txt)")
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
     t.add_argument("--overwrite", action="store_true",
