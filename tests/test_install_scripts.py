@@ -269,3 +269,28 @@ def test_the_library_check_covers_every_library_of_qts_xcb_plugin():
     probed, pulled = _bootstrap_probes()
     assert system and "libxcb-icccm.so.4" in system
     assert sorted(system - probed - pulled) == [], "add these to APP_NEEDS in scripts/bootstrap.sh"
+
+
+def test_the_app_names_the_missing_xcb_libraries_instead_of_qts_misleading_message(tmp_path):
+    """A fake ldd on PATH reports two libraries as missing, as on a desktop without them."""
+    fake = tmp_path / "bin" / "ldd"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '\tlibxcb-icccm.so.4 => not found'\n"
+                    "echo '\tlibxcb-keysyms.so.1 => not found'\necho '\tlibc.so.6 => /lib/libc.so.6 (0x1)'\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env.update(DISPLAY=":77", PATH=f"{fake.parent}:{env['PATH']}", QWEN3_ASR_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "app"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    assert "libxcb-icccm.so.4, libxcb-keysyms.so.1" in done.stderr
+    assert "sudo apt-get install libxcb-icccm4 libxcb-keysyms1" in done.stderr
+    assert "xcb-cursor0" not in done.stderr
+
+
+def test_the_apps_library_names_match_the_bootstrap():
+    from app.qt_libraries import PACKAGES
+
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    for library, package in PACKAGES.items():
+        assert f'"{package}|' in script and f"so:{library}" in script, library
