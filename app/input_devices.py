@@ -16,6 +16,8 @@ from PySide6.QtWidgets import QComboBox
 log = logging.getLogger(__name__)
 FILE_ITEM = "__file__"
 SYSTEM_AUDIO_ITEM = "__system_audio__"
+PULSE_PREFIX = "pulse:"   # item data "pulse:NAME": that sound-server source (a monitor or a microphone)
+MIC_PREFIX = "mic:"       # a remembered microphone: "mic:NAME|HOST API" (PortAudio's numbers change)
 POLL_MS = 2000   # a plugged-in microphone shows up within two seconds
 CHOOSE_INPUT = "Choose a microphone and press Start."
 NO_MICROPHONE = "No microphone found: press Start to caption an audio file instead."
@@ -79,6 +81,21 @@ def _system_audio_label() -> str:
         return ""
 
 
+def _sound_server_sources() -> list:
+    """The pulse server's sources (monitors included), for the list; none without a server."""
+    try:
+        from engine.audio.system_audio import list_sound_server_sources
+
+        return list_sound_server_sources()
+    except Exception as exc:
+        log.info("no sound-server sources: %s", exc)
+        return []
+
+
+def source_label(source) -> str:
+    return f"Sound server: {source.description}"
+
+
 class InputCombo(QComboBox):
     """Item data: a PortAudio index, SYSTEM_AUDIO_ITEM, FILE_ITEM, or None (no microphone)."""
 
@@ -89,6 +106,7 @@ class InputCombo(QComboBox):
         super().__init__(parent)
         self._devices: list = []
         self._system_audio = _system_audio_label()   # asked once: it runs ``pactl``
+        self._sources = _sound_server_sources() if self._system_audio else []
         self._fill(_devices(rescan=False))
         self.poll = QTimer(self, interval=POLL_MS)
         self.poll.timeout.connect(self.check_devices)
@@ -100,6 +118,28 @@ class InputCombo(QComboBox):
             return None
         return next((d for d in self._devices if d.index == index), None)
 
+    def choice_key(self) -> str:
+        """The current choice as a string that survives restarts (for Settings)."""
+        device = self.selected_device()
+        if device is not None:
+            return f"{MIC_PREFIX}{device.name}|{device.host_api}"
+        data = self.currentData()
+        return data if isinstance(data, str) else ""
+
+    def select_key(self, key: str) -> bool:
+        """Choose the input ``choice_key`` gave, if it is still there; True when found."""
+        if not key:
+            return False
+        if key.startswith(MIC_PREFIX):
+            name, _, api = key[len(MIC_PREFIX):].rpartition("|")
+            device = next((d for d in self._devices if (d.name, d.host_api) == (name, api)), None)
+            index = self.findData(device.index) if device is not None else -1
+        else:
+            index = self.findData(key)
+        if index >= 0:
+            self.setCurrentIndex(index)
+        return index >= 0
+
     def idle_hint(self) -> str:
         """The status line before Start: with no microphone, Start plays a file."""
         return CHOOSE_INPUT if self._devices else NO_MICROPHONE
@@ -109,9 +149,11 @@ class InputCombo(QComboBox):
         if not self.isEnabled() or self.view().isVisible():
             return False  # capturing, or the user is choosing from the open list right now
         devices = _devices(rescan=True)
-        if _key(devices) == _key(self._devices):
+        sources = _sound_server_sources() if self._system_audio else []
+        if _key(devices) == _key(self._devices) and sources == self._sources:
             return False
         before, choice, had_any = self.selected_device(), self.currentData(), bool(self._devices)
+        self._sources = sources
         self._fill(devices)
         if before is not None:
             # Match by name: PortAudio numbers the devices afresh after a rescan.
@@ -121,7 +163,7 @@ class InputCombo(QComboBox):
                 self.setCurrentIndex(self.findData(same.index))
             else:
                 self.selected_vanished.emit(base_input_name(before))
-        elif isinstance(choice, str) and had_any:
+        elif isinstance(choice, str) and (had_any or choice.startswith(PULSE_PREFIX)):
             # System audio or a file chosen over a microphone stays chosen; the file that
             # stood in for "no microphone" gives way to the one just plugged in.
             self.setCurrentIndex(max(0, self.findData(choice)))
@@ -147,6 +189,11 @@ class InputCombo(QComboBox):
                 self.addItem(self._system_audio, SYSTEM_AUDIO_ITEM)
                 self.setItemData(self.count() - 1, "Caption a video or a call: the sound going "
                                  "to your speakers or headphones", Qt.ItemDataRole.ToolTipRole)
+            for source in self._sources:
+                self.addItem(source_label(source), PULSE_PREFIX + source.name)
+                self.setItemData(self.count() - 1, f"{source.name}: " + (
+                    "what this output plays" if source.is_monitor else "a sound-server input"),
+                    Qt.ItemDataRole.ToolTipRole)
             self.addItem("Audio file (played as a microphone)…", FILE_ITEM)
             if not devices:
                 self.setCurrentIndex(self.count() - 1)

@@ -1,4 +1,5 @@
-"""Live captions: microphone (or a file played as one) to text as it is spoken.
+"""Live captions: microphone, a sound-server source (what an output plays, too) or a file played
+as one, to text as it is spoken: a line per utterance, with its start time when "Times" is on.
 
 A 50 ms timer in the UI thread drains the AudioSource (``read()`` never
 blocks), optionally appends to a recording, and feeds the engine stream
@@ -31,6 +32,7 @@ from app import settings as S
 from app.input_devices import (
     FILE_ITEM,
     IDLE_HINTS,
+    PULSE_PREFIX,
     SYSTEM_AUDIO_ITEM,
     InputCombo,
     describe_input_error,
@@ -62,6 +64,13 @@ CAPTION_SCROLLBAR = (
     " QTextBrowser#liveTranscript QScrollBar::sub-page:vertical { background: none; }")
 
 
+def clock_text(seconds: float) -> str:
+    """A start time as people read it: 0:07, 12:45, 1:02:03."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
 def level_percent(dbfs: float) -> int:
     """Map -60..0 dBFS onto the meter's 0..100."""
     return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
@@ -90,6 +99,9 @@ class LiveWindow(QWidget):
         self.device_combo.setMinimumWidth(260)
         self.device_combo.selected_vanished.connect(self._input_vanished)
         self.device_combo.devices_changed.connect(self._inputs_changed)
+        self.device_combo.select_key(settings.get(S.LIVE_DEVICE))   # the input chosen last time
+        self.device_combo.currentIndexChanged.connect(self._input_chosen)
+        self.device_combo.setAccessibleName("Input")
         self.start_button = QPushButton("Start")
         self.start_button.clicked.connect(self.toggle)
         self.meter = QProgressBar()
@@ -106,6 +118,10 @@ class LiveWindow(QWidget):
         self.on_top_check = QCheckBox("Stay on top")
         self.on_top_check.setChecked(settings.get(S.LIVE_STAY_ON_TOP))
         self.on_top_check.toggled.connect(self.set_stay_on_top)
+        self.times_check = QCheckBox("Times")
+        self.times_check.setToolTip("Show when each line was said, counted from Start")
+        self.times_check.setChecked(settings.get(S.LIVE_SHOW_TIMES))
+        self.times_check.toggled.connect(self._times_toggled)
         self.record_check = QCheckBox("Record audio")
         self.record_check.setChecked(settings.get(S.LIVE_RECORD_AUDIO))
         self.save_text_button = QPushButton("Save text…")
@@ -131,6 +147,7 @@ class LiveWindow(QWidget):
         options.addWidget(QLabel("Text size:"))
         options.addWidget(self.font_spin)
         options.addWidget(self.on_top_check)
+        options.addWidget(self.times_check)
         options.addWidget(self.record_check)
         options.addStretch(1)
         options.addWidget(self.save_text_button)
@@ -165,6 +182,9 @@ class LiveWindow(QWidget):
     def _input_vanished(self, name: str):
         self.status.setText(vanished_text(name))
 
+    def _input_chosen(self, _index: int):
+        self.settings.set(S.LIVE_DEVICE, self.device_combo.choice_key())
+
     def _inputs_changed(self):
         # Only the idle hints follow the list; a message about the last session stays.
         if self.status.text() in IDLE_HINTS:
@@ -187,6 +207,10 @@ class LiveWindow(QWidget):
                 from engine.audio.system_audio import SystemAudioSource
 
                 source, label = SystemAudioSource(), ""
+            elif isinstance(choice, str) and choice.startswith(PULSE_PREFIX):
+                from engine.audio.system_audio import SystemAudioSource
+
+                source, label = SystemAudioSource(choice[len(PULSE_PREFIX):]), ""
             else:
                 from engine.audio.microphone import MicrophoneSource
 
@@ -320,15 +344,29 @@ class LiveWindow(QWidget):
         return " ".join(t.strip() for t in self.committed if t.strip())
 
     def _render(self):
-        body = html.escape(self.committed_text())
+        # A line per utterance (committed segment), its start time first when "Times" is on;
+        # the tentative words on a line of their own, lighter, since they may still change.
+        times = self.times_check.isChecked()
+        lines = []
+        for seg in self.committed_segments or []:
+            text = seg.text.strip()
+            if not text:
+                continue
+            stamp = (f'<span style="color:{TENTATIVE_COLOR}">{clock_text(seg.start)}</span>&nbsp;&nbsp;'
+                     if times else "")
+            lines.append(f"<p style=\"margin:0 0 4px 0\">{stamp}{html.escape(text)}</p>")
         if self.tentative:
-            body += (f' <span style="color:{TENTATIVE_COLOR}; font-style:italic">'
-                     f"{html.escape(self.tentative)}</span>")
-        self.captions.setHtml(f"<div>{body}</div>")
+            lines.append(f'<p style="margin:0; color:{TENTATIVE_COLOR}; font-style:italic">'
+                         f"{html.escape(self.tentative)}</p>")
+        self.captions.setHtml("".join(lines))
         bar = self.captions.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     # -- options and saving -------------------------------------------------------------
+    def _times_toggled(self, on: bool):
+        self.settings.set(S.LIVE_SHOW_TIMES, on)
+        self._render()
+
     def _font_changed(self, size: int):
         # Light on dark like TV captions, in both themes: readable over any background.
         self.captions.setStyleSheet(

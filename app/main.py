@@ -94,6 +94,11 @@ def no_display_message(environ=None, platform: str = sys.platform) -> str | None
 
 def run_gui(args: argparse.Namespace, loader=None) -> int:
     problem = no_display_message()
+    if not problem and sys.platform.startswith("linux") and os.environ.get("DISPLAY") \
+            and os.environ.get("QT_QPA_PLATFORM", "xcb").startswith("xcb") and not os.environ.get("WAYLAND_DISPLAY"):
+        from app.qt_libraries import missing_libraries_message
+
+        problem = missing_libraries_message()   # else Qt aborts naming the wrong library
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_FAILED

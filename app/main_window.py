@@ -117,6 +117,10 @@ class MainWindow(QMainWindow):
             n = len(resumed)
             self.notice.show_notice(f"{n} unfinished file{'s were' if n != 1 else ' was'} resumed "
                                     "from the last session.")
+        from app.watch_folder_service import WatchFolderService
+
+        self.watch_folder = WatchFolderService(self.settings, self.queue, parent=self)
+        self.watch_folder.message.connect(lambda text: self.statusBar().showMessage(text, 10000))
 
     # -- construction ---------------------------------------------------------------------
     def _action(self, text, slot, shortcut=None, tip=""):
@@ -529,6 +533,8 @@ class MainWindow(QMainWindow):
                                           and self.settings.get(S.ALIGNER))
         self.queue.max_chunk_seconds = self.settings.get(S.MAX_CHUNK_SECONDS)
         self.history_actions.prune_recordings()
+        if hasattr(self, "watch_folder"):
+            self.watch_folder.configure()
         app = QGuiApplication.instance()
         if app is not None:
             apply_theme(app, self.settings.get(S.THEME))

@@ -47,7 +47,12 @@ LIVE_FONT_SIZE = Key("live/font_size", 20)
 LIVE_STAY_ON_TOP = Key("live/stay_on_top", False)
 LIVE_RECORD_AUDIO = Key("live/record_audio", False)  # opt in: it copies every input to disk
 CONFIRM_QUIT = Key("ui/confirm_quit", True)   # ask before quitting with files unfinished
-LIVE_DEVICE = Key("live/device", "")
+LIVE_DEVICE = Key("live/device", "")   # InputCombo.choice_key(): the input chosen last
+LIVE_SHOW_TIMES = Key("live/show_times", True)   # each caption line starts with its time
+WATCH_DIR = Key("watch/folder", "")              # "" = no watch folder
+WATCH_OUTPUT_DIR = Key("watch/output_dir", "")   # "" = next to each audio file
+WATCH_FORMATS = Key("watch/formats", "srt,txt")  # names as on the command line: srt,vtt,vtt-karaoke,json,txt,...
+WATCH_SETTLE_SECONDS = Key("watch/settle_seconds", 5.0)   # unchanged this long = no longer being written
 DELETE_RECORDINGS_AFTER_DAYS = Key("history/delete_recordings_after_days", 0)   # 0 = keep them
 
 

@@ -64,6 +64,10 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._transcription_tab(), "Transcription")
         tabs.addTab(self._subtitles_tab(), "Subtitles")
         tabs.addTab(self._export_tab(), "Export")
+        from app.watch_folder_page import WatchFolderPage
+
+        self.watch_page = WatchFolderPage(settings)
+        tabs.addTab(self.watch_page, "Watch folder")
         tabs.addTab(self._appearance_tab(), "Appearance")
         tabs.addTab(self._history_tab(), "History")
         from app.engine_page import EnginePage
@@ -207,6 +211,7 @@ class SettingsDialog(QDialog):
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(g(S.THEME))))
         self.recordings_days_spin.setValue(max(0, g(S.DELETE_RECORDINGS_AFTER_DAYS)))
         self.engine_page.load(self.settings)
+        self.watch_page.load()
 
     def save(self):
         s = self.settings.set
@@ -229,6 +234,7 @@ class SettingsDialog(QDialog):
         s(S.THEME, self.theme_combo.currentData())
         s(S.DELETE_RECORDINGS_AFTER_DAYS, self.recordings_days_spin.value())
         self.engine_page.save(self.settings)
+        self.watch_page.save()
         self.settings.sync()
 
     def accept(self):

@@ -8,7 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-FORMAT_NAMES = ("txt", "json", "srt", "vtt")
+from cli.inputs import OUTPUT_FORMATS
+
+FORMAT_NAMES = tuple(OUTPUT_FORMATS)
 
 
 def _formats(value: str) -> list[str]:
@@ -26,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qwen3-asr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("transcribe", help="transcribe audio or video files")
-    t.add_argument("files", nargs="+", metavar="FILE")
+    t.add_argument("files", nargs="+", metavar="FILE", help="audio or video files, or folders (searched recursively)")
     t.add_argument("--model", help="model folder, or a Hugging Face id such as Qwen/Qwen3-ASR-0.6B (not with --server)")
     t.add_argument("--aligner", help="Qwen3-ForcedAligner folder or id, for word timestamps")
     t.add_argument("--language", help="force a language (name or code, e.g. English or en); default: detect")
@@ -35,11 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
     t.add_argument("--quantize", choices=["int8"],
                    help="int8 decoder weights on CPU: faster, not token-exact (default: off)")
-    t.add_argument("--format", type=_formats, default=["txt"], help="comma-separated: txt,json,srt,vtt")
+    t.add_argument("--format", type=_formats, default=["txt"],
+                   help="comma-separated: txt,json,srt,vtt; vtt-karaoke (a timestamp before each word: "
+                        "NAME.karaoke.vtt), txt-timestamps (a time before each line: NAME.timestamps.txt)")
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
     t.add_argument("--overwrite", action="store_true",
                    help="replace output files that already exist (default: refuse them, exit status 1)")
-    t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
+    t.add_argument("--max-chunk-seconds", type=float,
+                   help="longest chunk sent to the model (default: 30 s, 180 s with --aligner)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -54,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.serve import add_parser
 
     add_parser(sub)
+    cues = t.add_argument_group("subtitle cues (srt, vtt), as in the app's Settings")
+    cues.add_argument("--max-line-chars", type=int, help="characters per line (default 42)")
+    cues.add_argument("--max-lines", type=int, help="lines per cue (default 2)")
+    cues.add_argument("--min-cue-seconds", type=float, help="shortest cue, in seconds (default 1.0)")
+    cues.add_argument("--max-cue-seconds", type=float, help="longest cue, in seconds (default 7.0)")
+    cues.add_argument("--cue-gap-seconds", type=float, help="gap between cues, in seconds (default 0.08)")
     return parser
 
 
@@ -87,6 +98,13 @@ class ProgressBar:
         sys.stderr.write(f"\r[{bar}] {frac * 100:5.1f}%  eta {eta:5.0f}s  {label[:40]:<40}")
         sys.stderr.flush()
 
+    def clear(self) -> None:
+        """Blank the bar's line, so a message printed next starts on a clean line (the bar comes
+        back at the next show)."""
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
     def close(self) -> None:
         if self.enabled:
             sys.stderr.write("\n")
@@ -103,7 +121,7 @@ def plan_outputs(args):
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return [], None, f"-o must be a folder: {args.output_dir} is a file"
     files, seen = [], set()
-    for name in args.files:
+    for name in getattr(args, "inputs", args.files):
         key = str(Path(name).resolve())
         if key in seen:
             print(f"note: {name} is given more than once; it is transcribed once", file=sys.stderr)
@@ -112,7 +130,8 @@ def plan_outputs(args):
         files.append(name)
     out_dirs = [args.output_dir or Path(f).parent for f in files]
     names = OutputNames(files, out_dirs)
-    existing = [out_dirs[i] / render_filename("{stem}.{ext}", stem=names.stem(i), fmt=fmt)
+    existing = [out_dirs[i] / render_filename("{stem}.{ext}", stem=names.stem(i) + OUTPUT_FORMATS[fmt].suffix,
+                                              fmt=OUTPUT_FORMATS[fmt].fmt)
                 for i in range(len(files)) for fmt in args.format]
     existing = [str(p) for p in existing if p.exists()]
     if existing and not args.overwrite:
@@ -142,10 +161,24 @@ def transcribe_command(args) -> int:
     import engine
     from engine.text.exports import export
 
+    from cli.inputs import check_language, cue_options, expand_inputs
+
+    try:  # a typo in the language or the cue options is a usage error, found before the model loads
+        args.language = check_language(args.language)
+        options = cue_options(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args.inputs, missing = expand_inputs(args.files)
+    for problem in missing:  # reported now; the other files still run (exit status 1 at the end)
+        print(f"error: {problem}", file=sys.stderr)
+    if not args.inputs:
+        return 1
     if args.ray is not None:
         from cli.ray_job import ray_transcribe_command
 
-        return ray_transcribe_command(args, plan_outputs, _one_line)
+        rc = ray_transcribe_command(args, plan_outputs, _one_line)
+        return max(rc, 1) if missing else rc
     files, names, problem = plan_outputs(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -153,7 +186,8 @@ def transcribe_command(args) -> int:
     if args.server:
         from cli.remote import transcribe_remote
 
-        return transcribe_remote(args, files, names)
+        rc = transcribe_remote(args, files, names)
+        return max(rc, 1) if missing else rc
     if not args.model:
         print("error: --model is required (or --server URL)", file=sys.stderr)
         return 2
@@ -182,7 +216,7 @@ def transcribe_command(args) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     bar = ProgressBar(len(jobs), not args.quiet)
-    written, failed = set(), 0
+    written, failed = set(), len(missing)
     while True:
         if eng.has_work():
             eng.step()
@@ -193,16 +227,18 @@ def transcribe_command(args) -> int:
             if job.id in written:
                 continue
             written.add(job.id)
+            bar.clear()
             if job.state == "failed":
                 failed += 1
-                bar.close() if bar.enabled else None
                 print(f"error: {job.error}", file=sys.stderr)
                 continue
             index = jobs.index(job)
             out_dir = args.output_dir or Path(job.source).parent
             for fmt in args.format:
+                kind = OUTPUT_FORMATS[fmt]
                 try:
-                    path = export(job.transcript, fmt, out_dir, names.stem(index), names=names,
+                    path = export(job.transcript, kind.fmt, out_dir, names.stem(index) + kind.suffix, options,
+                                  karaoke=kind.karaoke, timestamps=kind.timestamps, names=names,
                                   overwrite=args.overwrite)
                     if not args.quiet:
                         print(f"wrote {path}", file=sys.stderr)
@@ -215,6 +251,7 @@ def transcribe_command(args) -> int:
                 print(job.transcript.text)
         if len(written) == len(jobs):
             break
+    bar.show(len(jobs), "done")
     bar.close()
     return 1 if failed else 0
 
@@ -239,14 +276,19 @@ def _ray_address_or_input(argv: list[str]) -> list[str]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(_ray_address_or_input(argv))
-    if args.command == "transcribe":
-        return transcribe_command(args)
-    if args.command == "serve":
-        from cli.serve import serve_command
+    try:
+        args = build_parser().parse_args(_ray_address_or_input(argv))
+        if args.command == "transcribe":
+            return transcribe_command(args)
+        if args.command == "serve":
+            from cli.serve import serve_command
 
-        return serve_command(args, _resolve_model, _one_line)
-    return 2
+            return serve_command(args, _resolve_model, _one_line)
+        return 2
+    except KeyboardInterrupt:
+        # Ctrl+C: one line, no traceback; outputs already written are complete (written atomically)
+        sys.stderr.write("\ninterrupted (Ctrl+C): stopped; files written before stay\n")
+        return 130
 
 
 if __name__ == "__main__":

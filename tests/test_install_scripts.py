@@ -8,6 +8,7 @@ commands for real in a fresh clone with a Python marked externally managed (PEP 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,8 @@ if [ "${1:-}" = -m ] && [ "${2:-}" = venv ]; then
     mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
 fi
 if [ "${1:-}" = -c ] && [[ "$2" == *"import torch"* ]]; then exit 1; fi   # no torch yet
+if [ "${1:-}" = -c ] && [[ "$2" == *urlopen* ]] && [ "${FAKE_INDEX_DOWN:-}" = probe ]; then exit 1; fi
+if [[ " $* " == *" --index-url "* ]] && [ -n "${FAKE_INDEX_DOWN:-}" ]; then exit 1; fi   # index unusable
 if [ "${1:-}" = --version ]; then echo "Python 3.11.2"; fi
 exit 0
 """
@@ -104,7 +107,8 @@ def test_a_user_without_the_system_libraries_gets_the_exact_package_list(tmp_pat
     assert done.returncode == 1
     assert "sudo apt-get install" in done.stderr
     for package in ("libportaudio2", "libsndfile1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1",
-                    "pulseaudio-utils"):   # parec and pactl: the "system audio" live input
+                    "pulseaudio-utils", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-xinerama0",
+                    "libxcb-util1", "libglib2.0-0", "libx11-xcb1"):   # parec and pactl: the "system audio" live input
         assert package in done.stderr
     assert not (tmp_path / "venv").exists(), "nothing is installed before the libraries are there"
 
@@ -204,3 +208,89 @@ def test_self_test_without_model_uses_the_model_saved_in_settings(tmp_path, monk
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "self-test passed" in done.stdout and str(tiny_model_dir) in done.stdout
+
+
+def _installs(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA GPU")
+def test_without_a_gpu_torch_comes_from_the_cpu_index_quickly_and_with_pips_progress(tmp_path):
+    _fake_python(tmp_path)
+    done = _bootstrap(tmp_path, "app")
+    assert done.returncode == 0, done.stderr
+    installs = _installs(_log(tmp_path))
+    torch = installs[0]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch and "torch==2.13.0" in torch
+    assert "--retries 0" in torch and re.search(r"--timeout \d+ ", torch), "an unreachable index must not hang"
+    assert len(installs) == 2 and "-e ." in installs[1]
+    assert not any("--quiet" in line for line in installs), "pip's progress is shown for the big downloads"
+    assert "about 190 MB to download" in done.stderr, "the size is said before the download starts"
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA GPU")
+@pytest.mark.parametrize("down", ["probe", "pip"])
+def test_an_unreachable_cpu_index_falls_back_to_pypi(tmp_path, down):
+    """'probe': the index does not answer (one line, pip never asks it); 'pip': it answered, but pip
+    could not install from it."""
+    _fake_python(tmp_path)
+    done = _bootstrap(tmp_path, "app", {"FAKE_INDEX_DOWN": down})
+    assert done.returncode == 0, done.stderr
+    installs = _installs(_log(tmp_path))
+    if down == "probe":
+        assert "cannot be reached" in done.stderr and not any("--index-url" in line for line in installs)
+    else:
+        assert "--index-url" in installs.pop(0)
+    assert "torch==2.13.0" in installs[0] and "--index-url" not in installs[0]
+    assert "-e ." in installs[1]
+    assert "from PyPI instead" in done.stderr and "about 3 GB" in done.stderr
+
+
+def _bootstrap_probes() -> tuple[set[str], set[str]]:
+    """The shared libraries bootstrap.sh probes for, and those it names as pulled in by them."""
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    probed = set(re.findall(r"so:([\w.+-]+\.so[\w.]*)", script))
+    pulled = set(re.search(r'QT_PULLED_IN="([^"]*)"', script).group(1).split())
+    return probed, pulled
+
+
+def test_the_library_check_covers_every_library_of_qts_xcb_plugin():
+    import PySide6
+
+    qt = Path(PySide6.__file__).parent / "Qt"
+    plugin = qt / "plugins" / "platforms" / "libqxcb.so"
+    assert plugin.is_file()
+    ldd = subprocess.run(["ldd", str(plugin)], capture_output=True, text=True, check=True).stdout
+    system = set()
+    for line in ldd.splitlines():
+        match = re.match(r"\s*(\S+\.so[\w.]*) => (.*?)(?: \(0x|$)", line)
+        if match and (match.group(2) == "not found" or not match.group(2).startswith(str(qt.parent))):
+            system.add(match.group(1))
+    probed, pulled = _bootstrap_probes()
+    assert system and "libxcb-icccm.so.4" in system
+    assert sorted(system - probed - pulled) == [], "add these to APP_NEEDS in scripts/bootstrap.sh"
+
+
+def test_the_app_names_the_missing_xcb_libraries_instead_of_qts_misleading_message(tmp_path):
+    """A fake ldd on PATH reports two libraries as missing, as on a desktop without them."""
+    fake = tmp_path / "bin" / "ldd"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '\tlibxcb-icccm.so.4 => not found'\n"
+                    "echo '\tlibxcb-keysyms.so.1 => not found'\necho '\tlibc.so.6 => /lib/libc.so.6 (0x1)'\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env.update(DISPLAY=":77", PATH=f"{fake.parent}:{env['PATH']}", QWEN3_ASR_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "app"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    assert "libxcb-icccm.so.4, libxcb-keysyms.so.1" in done.stderr
+    assert "sudo apt-get install libxcb-icccm4 libxcb-keysyms1" in done.stderr
+    assert "xcb-cursor0" not in done.stderr
+
+
+def test_the_apps_library_names_match_the_bootstrap():
+    from app.qt_libraries import PACKAGES
+
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    for library, package in PACKAGES.items():
+        assert f'"{package}|' in script and f"so:{library}" in script, library

@@ -8,9 +8,11 @@ drains on the caller's thread, like MicrophoneSource.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,6 +38,44 @@ def system_audio_available() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class SoundServerSource:
+    """One source of the pulse server: ``name`` for parec, ``description`` for people."""
+
+    name: str
+    description: str
+
+    @property
+    def is_monitor(self) -> bool:
+        """What an output plays (a "monitor"), rather than a microphone."""
+        return self.name.endswith(".monitor")
+
+
+def parse_sources(listing: str) -> list[SoundServerSource]:
+    """Sources from ``pactl list sources`` (long form, LC_ALL=C): each Name with its Description."""
+    found, name = [], None
+    for line in listing.splitlines():
+        key, _, value = line.strip().partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Description" and name:
+            found.append(SoundServerSource(name, value.strip() or name))
+            name = None
+    return found
+
+
+def list_sound_server_sources() -> list[SoundServerSource]:
+    """Every source the pulse server offers (monitors included); none without a server or pactl."""
+    if shutil.which("pactl") is None:
+        return []
+    try:
+        done = subprocess.run(["pactl", "list", "sources"], capture_output=True, text=True, timeout=3,
+                              env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_sources(done.stdout) if done.returncode == 0 else []
 
 
 class SystemAudioSource(AudioSource):
