@@ -45,9 +45,6 @@ GETTING_STARTED = (
     "word to play from there.\n\n"
     "4. Export subtitles (SRT, VTT) or text with the Export button.\n\n"
     "Live captions (Ctrl+L) transcribe the microphone or what the computer plays as you listen.")
-SHORTCUTS = ("Ctrl+O\tAdd files\nCtrl+E\tExport SRT\nCtrl+F\tSearch the transcript\n"
-             "Enter\tNext match / save an edited line\nEscape\tCancel an edit\n"
-             "Delete\tRemove the selected files\nCtrl+L\tLive captions\nCtrl+Q\tQuit")
 
 
 def can_ask_user() -> bool:
@@ -104,6 +101,9 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_status_bar()
         self._connect()
+        from app import keyboard   # Space, Left/Right, F3, the View menu and the Tab order
+
+        keyboard.install(self)
         self.history_panel.set_records(history.list_transcripts())
         resumed = self.queue.restore(history.unfinished())
         if resumed:
@@ -604,7 +604,9 @@ class MainWindow(QMainWindow):
         QMessageBox.information(self, "Getting started", GETTING_STARTED)
 
     def open_shortcuts(self):
-        QMessageBox.information(self, "Keyboard shortcuts", SHORTCUTS)
+        from app.keyboard import shortcuts_text
+
+        QMessageBox.information(self, "Keyboard shortcuts", shortcuts_text())
 
     def open_data_folder(self):
         from app.paths import data_dir
