@@ -290,6 +290,13 @@ class MainWindow(QMainWindow):
         if waiting_for_model:
             status = self.queue.model.wait_text or WAITING_FOR_MODEL
             placeholder = status
+        partial = self.queue.partials.get(job_id) if item.transcript is None else None
+        if partial:   # a running file's lines so far (app/partial_view.py)
+            from app.partial_view import show_partial
+
+            show_partial(self.transcript_view, item, partial, status)
+            self.transcript_view.show_models_button(False)
+            return
         self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status,
                                              placeholder)
         self.transcript_view.show_models_button(waiting_for_model and not self._model_loading_now)
@@ -310,8 +317,17 @@ class MainWindow(QMainWindow):
             self._show_queue_item(job_id)
 
     def _job_changed(self, job_id: int):
-        if self._selected_id == job_id and self.transcript_view.model.transcript is None:
+        if self._selected_id != job_id:
+            return
+        view, item = self.transcript_view, self.queue.model.item(job_id)
+        from app.partial_view import partial_is_shown
+
+        if view.model.transcript is None:
             self._show_queue_item(job_id)
+        elif item is not None and partial_is_shown(view, item):
+            lines = self.queue.partials.get(job_id)
+            if lines is None or len(lines) != view.model.rowCount():
+                self._show_queue_item(job_id)   # more lines (or none: failed, cancelled)
 
     def _segment_edited(self, file_id: int, index: int, text: str):
         try:

@@ -119,7 +119,8 @@ class TranscriptModel(QAbstractTableModel):
 
     def flags(self, index):
         flags = super().flags(index)
-        if index.isValid() and index.column() == COL_TEXT:
+        # No file id: a running file's lines so far, with no stored transcript to save to.
+        if index.isValid() and index.column() == COL_TEXT and self.file_id is not None:
             flags |= Qt.ItemFlag.ItemIsEditable
         return flags
 

@@ -56,6 +56,7 @@ class _Request:
     reported_progress: float = -1.0
     eta: EtaEstimator = field(default_factory=EtaEstimator)
     duration_sent: bool = False
+    segments_sent: int = 0
 
 
 @dataclass
@@ -77,6 +78,7 @@ class EngineWorker(QObject):
     job_duration = Signal(int, float)      # job id, seconds of audio
     job_progress = Signal(int, float, float)  # job id, progress 0..1, ETA seconds (-1: unknown)
     job_finished = Signal(int, object)     # job id, engine.text.types.Transcript
+    job_partial = Signal(int, object)      # job id, the Segments transcribed so far (FileJob.partial_segments)
     job_failed = Signal(int, str)          # job id, error naming the file
     job_cancelled = Signal(int)
     stream_update = Signal(int, object, str)  # stream id, committed Segments, tentative text
@@ -282,6 +284,10 @@ class EngineWorker(QObject):
                 self._requests.pop(job_id)
                 self.job_cancelled.emit(job_id)
             else:
+                done = int(getattr(job, "segments_done", 0) or 0)
+                if done != request.segments_sent and hasattr(job, "partial_segments"):
+                    request.segments_sent = done
+                    self.job_partial.emit(job_id, job.partial_segments())
                 progress = float(getattr(job, "progress", 0.0) or 0.0)
                 if progress != request.reported_progress:
                     request.reported_progress = progress
@@ -315,10 +321,15 @@ class EngineWorker(QObject):
 
     # -- activity text -----------------------------------------------------------------
     def _busy_text(self) -> str:
-        files = sum(1 for r in self._requests.values() if r.job is not None)
+        # What the engine really runs, as the queue's rows say it: a job it has not started
+        # yet is "starting", not "transcribing".
+        states = [_state(r.job) for r in self._requests.values() if r.job is not None]
+        files, starting = states.count("running"), states.count("queued")
         parts = []
         if files:
             parts.append(f"Transcribing {files} file{'s' if files != 1 else ''}")
+        if starting:
+            parts.append(f"{starting} starting")
         if self._streams:
             parts.append("Live captions")
         return " · ".join(parts) or "Working…"
