@@ -104,6 +104,10 @@ class MainWindow(QMainWindow):
         from app import keyboard   # Space, Left/Right, F3, the View menu and the Tab order
 
         keyboard.install(self)
+        from app.view_prefs import MACHINE_SPEED   # the ETA's bound, measured in earlier runs
+
+        client.worker.speed.value = settings.get(MACHINE_SPEED) or None
+        client.worker.speed_measured.connect(lambda value: settings.set(MACHINE_SPEED, value))
         self.history_panel.set_records(history.list_transcripts())
         resumed = self.queue.restore(history.unfinished())
         if resumed:

@@ -8,6 +8,7 @@ from app.settings import Key
 
 TRANSCRIPT_FONT_PT = Key("ui/transcript_font_pt", 0)    # 0 = the system's size
 PLAYBACK_RATE = Key("ui/playback_rate", 1.0)
+MACHINE_SPEED = Key("eta/audio_seconds_per_second", 0.0)   # measured (app.eta.MachineSpeed); 0 = not yet
 EXPORT_FORMATS = Key("export/formats", "srt")           # the export dialog's ticked choices (keys)
 
 FONT_MIN_PT, FONT_MAX_PT = 7, 32

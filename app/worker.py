@@ -16,7 +16,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app import settings as S
-from app.eta import EtaEstimator
+from app.eta import EtaEstimator, MachineSpeed, bounded
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ class EngineWorker(QObject):
     stream_failed = Signal(int, str)
     stream_lag = Signal(int, float)        # stream id, seconds its text is behind the audio (Stream.lag_seconds)
     activity = Signal(str)                 # short status-bar text
+    speed_measured = Signal(float)         # this machine's audio seconds per second (app.eta.MachineSpeed)
     stopped = Signal()
 
     def __init__(self, loader: Callable | None = None):
@@ -95,6 +96,7 @@ class EngineWorker(QObject):
         self._requests: dict[int, _Request] = {}
         self._streams: dict[int, _StreamState] = {}
         self._activity = ""
+        self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
         self._pump_timer = QTimer(self)  # moved to the worker thread along with self
         self._pump_timer.setInterval(0)
         self._pump_timer.timeout.connect(self._pump)
@@ -276,6 +278,9 @@ class EngineWorker(QObject):
                 self.job_duration.emit(job_id, float(duration))
             if state == "done":
                 self._requests.pop(job_id)
+                if duration and request.started_at is not None:
+                    self.speed.record(float(duration), now - request.started_at)
+                    self.speed_measured.emit(self.speed.value or 0.0)
                 self.job_finished.emit(job_id, job.transcript)
             elif state == "failed":
                 self._requests.pop(job_id)
@@ -294,6 +299,7 @@ class EngineWorker(QObject):
                     # Waiting in the engine's queue is not processing: no estimate from it.
                     eta = request.eta.update(now, progress) if request.started_at is not None \
                         else -1.0
+                    eta = bounded(eta, duration, progress, self.speed)
                     self.job_progress.emit(job_id, progress, eta)
         for stream_id, st in list(self._streams.items()):
             committed = list(st.stream.committed)
