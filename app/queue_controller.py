@@ -151,6 +151,10 @@ class QueueController(QObject):
 
     def _options_edited(self, job_id: int, language, context: str):
         self.history.set_options(job_id, language, context)
+        item = self.model.item(job_id)
+        if item is not None and item.state == "done":   # a finished file's new language
+            self.message.emit(f"Transcribing {item.name} again in {language or 'a detected language'}")
+            self.transcribe_again([job_id])
 
     # -- engine results ------------------------------------------------------------------------
     def _changed(self, job_id: int, **changes):
