@@ -157,9 +157,15 @@ class MainWindow(QMainWindow):
         self.export_menu.addSeparator()
         self.copy_action = self.export_menu.addAction("Copy text to clipboard")
         self.copy_action.triggered.connect(self.copy_selected)
-        # Ctrl+E exports in the first format (SRT); the menu has the rest.
-        self.export_default_action = self._action("Export SRT", lambda: self.export_selected(CHOICES[0]),
-                                                  "Ctrl+E")
+        # Ctrl+E exports in the formats ticked in Export… (SRT until then); the menu has the rest.
+        self.export_default_action = self._action("Export in the chosen formats",
+                                                  self.export_in_chosen_formats, "Ctrl+E")
+        self.export_dialog_action = self._action("Export…", self.open_export_dialog, "Ctrl+Shift+E",
+                                                 "Several formats at once, all files, or Save As")
+        self.export_all_action = self._action("Export all finished files", self.export_all)
+        self.export_menu.insertActions(self.export_menu.actions()[0],
+                                       [self.export_dialog_action, self.export_all_action])
+        self.export_menu.insertSeparator(self.export_menu.actions()[2])
         # The menu is built for the rows under the pointer, so it offers only what applies.
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         table.customContextMenuRequested.connect(self._queue_context_menu)
@@ -362,6 +368,55 @@ class MainWindow(QMainWindow):
             if rec is not None and transcript is not None:
                 out.append((rec.path, transcript))
         return out
+
+    def export_in_chosen_formats(self) -> list[Path]:
+        from app.export_run import chosen_formats, run_export
+
+        return run_export(self, self.selected_transcripts(), chosen_formats(self.settings))
+
+    def export_all(self) -> list[Path]:
+        from app.export_run import chosen_formats, finished_in_queue, run_export
+
+        return run_export(self, finished_in_queue(self), chosen_formats(self.settings))
+
+    def open_export_dialog(self, run: bool = True):
+        """Export…: formats, where, and which files (``run=False``: tests press the buttons)."""
+        from app.export_dialog import ExportDialog
+        from app.export_run import finished_in_queue
+
+        dialog = ExportDialog(self.settings, len(self.selected_transcripts()),
+                              len(finished_in_queue(self)), self)
+        dialog.finished.connect(lambda _result: self.export_from_dialog(dialog))
+        if run:
+            dialog.open()
+        return dialog
+
+    def export_from_dialog(self, dialog) -> list[Path]:
+        from app.export_run import finished_in_queue, run_export
+
+        if dialog.scope == "all":
+            return run_export(self, finished_in_queue(self), dialog.choices(),
+                              folder=dialog.target_folder())
+        items = self.selected_transcripts()
+        if dialog.scope == "save_as" and len(items) == 1:
+            target = self.ask_save_as(Path(items[0][0]).stem)
+            if not target:
+                return []
+            return run_export(self, items, dialog.choices(), folder=Path(target).parent,
+                              stem=Path(target).stem)
+        if dialog.scope == "selected":
+            return run_export(self, items, dialog.choices(), folder=dialog.target_folder())
+        return []
+
+    def ask_save_as(self, stem: str) -> str:
+        """A file name from a save dialog (tests replace this); each format gets its extension."""
+        from app.export_actions import output_folder
+
+        source = self.selected_transcripts()[0][0]
+        suggested = str(output_folder(self.settings, source) / stem)
+        path = dialog_folders.save_file(self, "Save the transcript as", Path(suggested).name,
+                                        "Transcripts (*)", self.settings)
+        return str(Path(path).with_suffix("")) if path else ""
 
     def export_selected(self, choice) -> list[Path]:
         items = self.selected_transcripts()
