@@ -204,6 +204,9 @@ class MainWindow(QMainWindow):
             toolbar.addAction(action)
 
     def _build_status_bar(self):
+        from app.status_bar import ElidingStatusBar   # long messages end in "…" at a word
+
+        self.setStatusBar(ElidingStatusBar())
         # A long model folder name ends in "…" (full text in the tooltip): a plain label was cut
         # off at the window's edge with nothing to say so.
         self.model_label = ElidedLabel("No model", mode=Qt.TextElideMode.ElideRight)
@@ -317,6 +320,17 @@ class MainWindow(QMainWindow):
             self._selected_id = file_id
             self.transcript_view.show_transcript(file_id, transcript, record.path,
                                                  Path(record.path).name)
+            # The queue marks the same file (or none): it kept marking the last one clicked.
+            table, row = self.queue_panel.table, self.queue.model.row_of(file_id)
+            blocker = table.selectionModel().blockSignals(True)
+            try:
+                table.clearSelection()
+                if row >= 0:
+                    table.selectRow(row)
+            finally:
+                table.selectionModel().blockSignals(blocker)
+            table.viewport().update()
+            self.queue_panel.refresh()
 
     def _job_done(self, job_id: int):
         item = self.queue.model.item(job_id)
