@@ -78,7 +78,7 @@ class EtaEstimator:
 
 # -- this machine's measured speed, and the bound it sets --------------------------------------
 SPEED_SMOOTHING = 0.5        # weight of the newest finished file in the machine's speed
-UNKNOWN_SLOWEST = 0.02       # with nothing measured: audio seconds per second no real run is below
+UNKNOWN_SLOWEST = 0.1        # with nothing measured: 10x slower than real time is the most it says
 BOUND_FACTOR = 4.0           # an estimate may say at most this much slower than measured
 BOUND_SLACK_S = 60.0         # plus start-up
 

@@ -46,6 +46,15 @@ def shortcuts_text() -> str:
     return "\n".join(f"{keys}\t{what}" for keys, what in KEYBOARD_MAP)
 
 
+def shortcuts_html() -> str:
+    """The same as a two-column table (tabs did not line up in a message box)."""
+    from html import escape
+
+    rows = "".join(f"<tr><td style='padding-right:18px'><b>{escape(keys)}</b></td>"
+                   f"<td>{escape(what)}</td></tr>" for keys, what in KEYBOARD_MAP)
+    return f"<table cellspacing='2'>{rows}</table>"
+
+
 def _typing_here(widget) -> bool:
     """Whether a plain key belongs to the focused widget (text, a button, a choice)."""
     return isinstance(widget, (QLineEdit, QTextEdit, QPlainTextEdit, QAbstractSpinBox, QComboBox,

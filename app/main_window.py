@@ -693,9 +693,9 @@ class MainWindow(QMainWindow):
         QMessageBox.information(self, "Getting started", GETTING_STARTED)
 
     def open_shortcuts(self):
-        from app.keyboard import shortcuts_text
+        from app.keyboard import shortcuts_html
 
-        QMessageBox.information(self, "Keyboard shortcuts", shortcuts_text())
+        QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html())
 
     def open_data_folder(self):
         from app.paths import data_dir
