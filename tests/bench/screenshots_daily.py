@@ -243,4 +243,8 @@ def shoot(out: Path, data: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    # The Models dialog's download-size lookup may still wait on the network (none here):
+    # leave without joining its thread.
+    os._exit(code)
