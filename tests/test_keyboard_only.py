@@ -19,6 +19,20 @@ from app_fixtures import client, data_dir, open_main_window, silent_wav  # noqa:
 from test_keyboard_playback import FakePlayer  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def no_modifier_left_held(qtbot):
+    """Qt keeps the last key event's modifiers as the application's: a Shift+F3 would leave
+    Shift "held" for the next test, whose selectRow() then extends a selection."""
+    yield
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QLineEdit
+
+    field = QLineEdit()
+    qtbot.addWidget(field)
+    qtbot.keyClick(field, Qt.Key.Key_End)
+    assert QGuiApplication.keyboardModifiers() == Qt.KeyboardModifier.NoModifier
+
+
 def press(qtbot, key, modifier=Qt.KeyboardModifier.NoModifier):
     qtbot.keyClick(QApplication.focusWidget(), key, modifier)
 

@@ -49,6 +49,20 @@ class FakePlayer(QObject):
         return self.available
 
 
+@pytest.fixture(autouse=True)
+def no_modifier_left_held(qtbot):
+    """Qt keeps the last key event's modifiers as the application's: a Shift+F3 would leave
+    Shift "held" for the next test, whose selectRow() then extends a selection."""
+    yield
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QLineEdit
+
+    field = QLineEdit()
+    qtbot.addWidget(field)
+    qtbot.keyClick(field, Qt.Key.Key_End)
+    assert QGuiApplication.keyboardModifiers() == Qt.KeyboardModifier.NoModifier
+
+
 @pytest.fixture
 def window(qtbot, client, tmp_path, monkeypatch):
     monkeypatch.setattr("app.transcript_view.Player", FakePlayer)

@@ -45,18 +45,34 @@ def test_file_job_reports_segments_as_chunks_finish(speech_wav):
 
 
 def test_transcript_view_shows_lines_so_far(qtbot, client, tmp_path):
+    import threading
+
     w = open_main_window(qtbot, client, tmp_path)
-    client.worker.engine.progress_per_step = 0.02    # slow enough to watch it run
+    engine = client.worker.engine
+    engine.progress_per_step = 0.05
+    step, release = engine.step, threading.Event()
+
+    def step_then_hold():   # the engine's thread waits half way until the test has looked
+        out = step()
+        if any(0.6 <= j.progress < 1.0 for j in engine.jobs):
+            release.wait(10)
+        return out
+
+    engine.step = step_then_hold
     (job,) = w.add_paths([silent_wav(tmp_path, "talk.wav")])
     w.queue_panel.table.selectRow(0)
     view = w.transcript_view
-    qtbot.waitUntil(lambda: view.model.rowCount() == 1, timeout=5000)
-    assert w.queue.model.item(job).state == "running"
-    assert view.model.segments[0].text == "Partly talk."
-    assert "so far" in view.details.text()
     from PySide6.QtCore import Qt
 
-    assert not view.model.flags(view.model.index(0, 1)) & Qt.ItemFlag.ItemIsEditable, "read-only so far"
+    try:
+        qtbot.waitUntil(lambda: view.model.rowCount() == 1, timeout=5000)
+        assert w.queue.model.item(job).state == "running"
+        assert view.model.segments[0].text == "Partly talk."
+        assert "so far" in view.details.text()
+        assert not view.model.flags(view.model.index(0, 1)) & Qt.ItemFlag.ItemIsEditable, \
+            "read-only so far"
+    finally:
+        release.set()
     qtbot.waitUntil(lambda: w.queue.model.item(job).state == "done", timeout=10_000)
     qtbot.waitUntil(lambda: view.model.file_id == job, timeout=2000)
     assert [s.text for s in view.model.segments] == ["Fake talk.", "Second segment."]
