@@ -122,3 +122,17 @@ def clipboard_text(items, timestamps: bool = False) -> str:
 
     parts = [to_txt(transcript, timestamps=timestamps).strip() for _, transcript in items]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def chosen_formats(settings) -> list:
+    """The export choices ticked last time (SRT when none)."""
+    from app.view_prefs import EXPORT_FORMATS
+
+    keys = [k for k in str(settings.get(EXPORT_FORMATS) or "").split(",") if k]
+    return [c for c in CHOICES if c.key in keys] or [CHOICES[0]]
+
+
+def remember_formats(settings, choices) -> None:
+    from app.view_prefs import EXPORT_FORMATS
+
+    settings.set(EXPORT_FORMATS, ",".join(c.key for c in choices))

@@ -19,8 +19,7 @@ from PySide6.QtWidgets import (
 
 from app import dialog_folders
 from app import settings as S
-from app.export_actions import CHOICES
-from app.export_run import chosen_formats, remember_formats
+from app.export_actions import CHOICES, chosen_formats, remember_formats
 
 
 class ExportDialog(QDialog):

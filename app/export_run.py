@@ -8,18 +8,8 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMessageBox
 
-from app.export_actions import CHOICES, export_many
-from app.view_prefs import EXPORT_FORMATS
-
-
-def chosen_formats(settings) -> list:
-    """The export choices ticked last time (SRT when none)."""
-    keys = [k for k in str(settings.get(EXPORT_FORMATS) or "").split(",") if k]
-    return [c for c in CHOICES if c.key in keys] or [CHOICES[0]]
-
-
-def remember_formats(settings, choices) -> None:
-    settings.set(EXPORT_FORMATS, ",".join(c.key for c in choices))
+from app import dialog_folders
+from app.export_actions import chosen_formats, export_many
 
 
 def finished_in_queue(window) -> list[tuple[str, object]]:
@@ -67,3 +57,47 @@ def run_export(window, items, choices, *, folder=None, stem: str | None = None) 
     elif kept:
         window.statusBar().showMessage("Nothing exported: the files already there were kept.", 8000)
     return written
+
+
+class ExportCommands:
+    """The main window's Export…, Export all, Save As and Ctrl+E (a mixin of MainWindow: it
+    uses its settings, queue, history, notice and ``selected_transcripts``)."""
+
+    def export_in_chosen_formats(self) -> list[Path]:
+        return run_export(self, self.selected_transcripts(), chosen_formats(self.settings))
+
+    def export_all(self) -> list[Path]:
+        return run_export(self, finished_in_queue(self), chosen_formats(self.settings))
+
+    def open_export_dialog(self, run: bool = True):
+        """Export…: formats, where, and which files (``run=False``: tests press the buttons)."""
+        from app.export_dialog import ExportDialog
+
+        dialog = ExportDialog(self.settings, len(self.selected_transcripts()),
+                              len(finished_in_queue(self)), self)
+        dialog.finished.connect(lambda _result: self.export_from_dialog(dialog))
+        if run:
+            dialog.open()
+        return dialog
+
+    def export_from_dialog(self, dialog) -> list[Path]:
+        if dialog.scope == "all":
+            return run_export(self, finished_in_queue(self), dialog.choices(),
+                              folder=dialog.target_folder())
+        items = self.selected_transcripts()
+        if dialog.scope == "save_as" and len(items) == 1:
+            target = self.ask_save_as(Path(items[0][0]).stem)
+            if not target:
+                return []
+            return run_export(self, items, dialog.choices(), folder=Path(target).parent,
+                              stem=Path(target).stem)
+        if dialog.scope == "selected":
+            return run_export(self, items, dialog.choices(), folder=dialog.target_folder())
+        return []
+
+    def ask_save_as(self, stem: str) -> str:
+        """A file name from a save dialog (tests replace this); each format gets its extension."""
+        path = dialog_folders.save_file(self, "Save the transcript as", stem, "Transcripts (*)",
+                                        self.settings)
+        return str(Path(path).with_suffix("")) if path else ""
+

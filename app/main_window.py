@@ -25,6 +25,7 @@ from app import dialog_folders
 from app import settings as S
 from app.elided_label import ElidedLabel
 from app.export_actions import CHOICES, clipboard_text, export_many
+from app.export_run import ExportCommands
 from app.file_collect import collect_audio_files, describe_refused
 from app.history_panel import HistoryPanel
 from app.notice_bar import NoticeBar
@@ -64,7 +65,7 @@ def toolbar_icon(name: str):
         return QIcon()
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ExportCommands, QMainWindow):
     def __init__(self, client, history, settings, parent=None):
         super().__init__(parent)
         self.setWindowTitle(APP_NAME)
@@ -382,55 +383,6 @@ class MainWindow(QMainWindow):
             if rec is not None and transcript is not None:
                 out.append((rec.path, transcript))
         return out
-
-    def export_in_chosen_formats(self) -> list[Path]:
-        from app.export_run import chosen_formats, run_export
-
-        return run_export(self, self.selected_transcripts(), chosen_formats(self.settings))
-
-    def export_all(self) -> list[Path]:
-        from app.export_run import chosen_formats, finished_in_queue, run_export
-
-        return run_export(self, finished_in_queue(self), chosen_formats(self.settings))
-
-    def open_export_dialog(self, run: bool = True):
-        """Export…: formats, where, and which files (``run=False``: tests press the buttons)."""
-        from app.export_dialog import ExportDialog
-        from app.export_run import finished_in_queue
-
-        dialog = ExportDialog(self.settings, len(self.selected_transcripts()),
-                              len(finished_in_queue(self)), self)
-        dialog.finished.connect(lambda _result: self.export_from_dialog(dialog))
-        if run:
-            dialog.open()
-        return dialog
-
-    def export_from_dialog(self, dialog) -> list[Path]:
-        from app.export_run import finished_in_queue, run_export
-
-        if dialog.scope == "all":
-            return run_export(self, finished_in_queue(self), dialog.choices(),
-                              folder=dialog.target_folder())
-        items = self.selected_transcripts()
-        if dialog.scope == "save_as" and len(items) == 1:
-            target = self.ask_save_as(Path(items[0][0]).stem)
-            if not target:
-                return []
-            return run_export(self, items, dialog.choices(), folder=Path(target).parent,
-                              stem=Path(target).stem)
-        if dialog.scope == "selected":
-            return run_export(self, items, dialog.choices(), folder=dialog.target_folder())
-        return []
-
-    def ask_save_as(self, stem: str) -> str:
-        """A file name from a save dialog (tests replace this); each format gets its extension."""
-        from app.export_actions import output_folder
-
-        source = self.selected_transcripts()[0][0]
-        suggested = str(output_folder(self.settings, source) / stem)
-        path = dialog_folders.save_file(self, "Save the transcript as", Path(suggested).name,
-                                        "Transcripts (*)", self.settings)
-        return str(Path(path).with_suffix("")) if path else ""
 
     def export_selected(self, choice) -> list[Path]:
         items = self.selected_transcripts()
