@@ -229,3 +229,23 @@ def test_search_steps_forward_and_back_with_a_count(window, qtbot):
     view.search_bar.previous_button.click()
     assert view.match_label.text() == "12 of 12"
     assert view.table.selectionModel().selectedRows()[0].row() == 1, "the last match is in row 2"
+
+
+def test_arrows_and_space_still_edit_text(window, qtbot):
+    """The window's Space and Left/Right never take keys from a text field or a line's editor."""
+    view = window.transcript_view
+    view.show_transcript(1, long_transcript(), "/x.wav", "x.wav")
+    view.search.setFocus()
+    qtbot.keyClicks(view.search, "abc")
+    qtbot.keyClick(view.search, Qt.Key.Key_Left)
+    qtbot.keyClicks(view.search, "X")
+    assert view.search.text() == "abXc" and view.seek.value() == 0
+    index = view.model.index(0, 1)
+    view.table.setCurrentIndex(index)
+    view.table.edit(index)
+    editor = view.table.findChild(QWidget, "segmentEditor")
+    editor.setPlainText("one two")
+    qtbot.keyClick(editor, Qt.Key.Key_End)
+    qtbot.keyClick(editor, Qt.Key.Key_Left)
+    qtbot.keyClick(editor, Qt.Key.Key_Space)
+    assert editor.toPlainText() == "one tw o" and not view.player.playing
