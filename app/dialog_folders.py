@@ -13,6 +13,9 @@ from PySide6.QtWidgets import QFileDialog
 
 LAST_FOLDER = "ui/last_folder"   # a raw Settings entry: a path, or nothing yet
 LAST_EXPORT_FOLDER = "ui/last_export_folder"   # where the last export or save went
+# Model folders are remembered apart: after choosing a model, "Add files" opened among the
+# models instead of where the user's recordings are.
+MODELS_FOLDER = "ui/last_models_folder"
 
 
 def _settings(settings):
@@ -23,9 +26,9 @@ def _settings(settings):
     return Settings()   # QSettings objects on one file share their values within the process
 
 
-def start_folder(settings=None) -> str:
+def start_folder(settings=None, key: str = LAST_FOLDER) -> str:
     """The last folder used when it is still there, else the home folder."""
-    last = _settings(settings).raw(LAST_FOLDER) or ""
+    last = _settings(settings).raw(key) or ""
     return str(last) if last and Path(str(last)).is_dir() else str(Path.home())
 
 
@@ -51,13 +54,13 @@ def remember_export(path, settings=None) -> None:
         _settings(settings).set_raw(LAST_EXPORT_FOLDER, str(path if path.is_dir() else path.parent))
 
 
-def remember(path, settings=None) -> None:
+def remember(path, settings=None, key: str = LAST_FOLDER) -> None:
     """After a choice: a chosen folder, or the folder of a chosen (or to be written) file."""
     if not path:
         return
     path = Path(str(path))
     folder = path if path.is_dir() else path.parent
-    _settings(settings).set_raw(LAST_FOLDER, str(folder))
+    _settings(settings).set_raw(key, str(folder))
 
 
 def media_filter() -> str:
@@ -89,11 +92,12 @@ def save_file(parent, title: str, name: str, name_filter: str, settings=None) ->
     return path
 
 
-def choose_folder(parent, title: str, settings=None, current: str = "", *, remember_parent: bool = False) -> str:
+def choose_folder(parent, title: str, settings=None, current: str = "", *, remember_parent: bool = False,
+                  key: str = LAST_FOLDER) -> str:
     """A folder dialog opening at ``current`` (a field's folder) when given, else the start folder.
 
     ``remember_parent``: for a model folder, the next dialog opens where it sits, not inside it
     (else "Add files" would open among a model's weight files)."""
-    folder = QFileDialog.getExistingDirectory(parent, title, current or start_folder(settings))
-    remember(str(Path(folder).parent) if folder and remember_parent else folder, settings)
+    folder = QFileDialog.getExistingDirectory(parent, title, current or start_folder(settings, key))
+    remember(str(Path(folder).parent) if folder and remember_parent else folder, settings, key)
     return folder

@@ -74,3 +74,38 @@ class EtaEstimator:
             weight = 1.0 - math.exp(-dt / self.smoothing_s)
             self._rate += weight * (dp / dt - self._rate)
         self._last = (now, progress)
+
+
+# -- this machine's measured speed, and the bound it sets --------------------------------------
+SPEED_SMOOTHING = 0.5        # weight of the newest finished file in the machine's speed
+UNKNOWN_SLOWEST = 0.1        # with nothing measured: 10x slower than real time is the most it says
+BOUND_FACTOR = 4.0           # an estimate may say at most this much slower than measured
+BOUND_SLACK_S = 60.0         # plus start-up
+
+
+class MachineSpeed:
+    """Audio seconds transcribed per wall second on this machine, from finished files (the
+    app keeps it between runs). It bounds what an estimate may say: the queue once showed
+    "10% · 22324:41:02 left" for a file of a few minutes."""
+
+    def __init__(self, value: float | None = None):
+        self.value = value if value and value > 0 and math.isfinite(value) else None
+
+    def record(self, audio_s: float, wall_s: float) -> None:
+        if audio_s <= 0 or wall_s <= 0 or not math.isfinite(audio_s / wall_s):
+            return
+        speed = audio_s / wall_s
+        self.value = speed if self.value is None else \
+            self.value + SPEED_SMOOTHING * (speed - self.value)
+
+    def bound(self, remaining_audio_s: float) -> float:
+        """The most seconds a file with this much audio left can sensibly take."""
+        slowest = self.value / BOUND_FACTOR if self.value else UNKNOWN_SLOWEST
+        return max(0.0, remaining_audio_s) / slowest + BOUND_SLACK_S
+
+
+def bounded(estimate: float, duration: float | None, progress: float, speed: MachineSpeed) -> float:
+    """``estimate`` (seconds, -1 unknown) no higher than the machine's bound for the audio left."""
+    if estimate < 0 or not duration or duration <= 0:
+        return estimate
+    return min(estimate, speed.bound(duration * (1.0 - min(1.0, max(0.0, progress)))))

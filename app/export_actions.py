@@ -17,6 +17,11 @@ class ExportChoice:
     timestamps: bool = False
     suffix: str = ""  # added to the stem, so two kinds of one format never share a file name
 
+    @property
+    def key(self) -> str:
+        """A name for settings: "srt", "vtt.karaoke", "txt.timestamps", "md", "docx"."""
+        return self.fmt + self.suffix
+
 
 CHOICES = (
     ExportChoice("srt", "SubRip subtitles (.srt)"),
@@ -26,7 +31,25 @@ CHOICES = (
     ExportChoice("json", "JSON with segments and word times (.json)"),
     ExportChoice("txt", "Plain text (.txt)"),
     ExportChoice("txt", "Text with timestamps (.txt)", timestamps=True, suffix=".timestamps"),
+    ExportChoice("md", "Markdown with times and speakers (.md)"),
+    ExportChoice("docx", "Word document with times and speakers (.docx)"),
 )
+
+
+def documents_folder() -> Path:
+    """The user's Documents folder (home when there is none)."""
+    from PySide6.QtCore import QStandardPaths
+
+    found = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return Path(found) if found else Path.home()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except (ValueError, OSError):
+        return False
 
 
 def output_folder(settings: Settings, source_path: str) -> Path:
@@ -36,21 +59,30 @@ def output_folder(settings: Settings, source_path: str) -> Path:
     configured = settings.get(S.EXPORT_DIR)
     if configured:
         return Path(configured)
-    source = Path(source_path)
-    if source.is_absolute() and source.parent.is_dir():
-        return source.resolve().parent
     from app.dialog_folders import export_start_folder
+    from app.paths import data_dir
 
-    return Path(export_start_folder(settings))
+    source = Path(source_path)
+    # A live recording sits in the app's hidden data folder, and a live session without one
+    # has no file at all: their exports go to the last export folder, else Documents.
+    if not source.is_file() or _inside(source, data_dir()):
+        return Path(export_start_folder(settings))
+    return source.resolve().parent
 
 
 def export_one(settings: Settings, transcript, source_path: str, choice: ExportChoice, *,
-               stem: str | None = None, names=None, overwrite: bool = True) -> Path:
+               stem: str | None = None, names=None, overwrite: bool = True, folder=None) -> Path:
     """Write one file; raises engine.text.exports.ExportError / ValueError with a plain message.
     ``stem``/``names`` come from one engine.text.exports.OutputNames per export run."""
+    from engine.text.documents import DOCUMENT_FORMATS, export_document
     from engine.text.exports import export
 
-    return export(transcript, choice.fmt, output_folder(settings, source_path),
+    if choice.fmt in DOCUMENT_FORMATS:
+        return export_document(transcript, choice.fmt, folder or output_folder(settings, source_path),
+                               (stem or Path(source_path).stem) + choice.suffix,
+                               template=settings.get(S.EXPORT_TEMPLATE) or "{stem}.{ext}",
+                               names=names, overwrite=overwrite, title=Path(source_path).name)
+    return export(transcript, choice.fmt, folder or output_folder(settings, source_path),
                   (stem or Path(source_path).stem) + choice.suffix, settings.cue_options(),
                   template=settings.get(S.EXPORT_TEMPLATE) or "{stem}.{ext}",
                   karaoke=choice.karaoke, timestamps=choice.timestamps, names=names,
@@ -58,7 +90,8 @@ def export_one(settings: Settings, transcript, source_path: str, choice: ExportC
 
 
 def export_many(settings: Settings, items, choice: ExportChoice, *, overwrite: bool = True,
-                existing: list | None = None) -> tuple[list[Path], list[str]]:
+                existing: list | None = None, folder=None,
+                stem: str | None = None) -> tuple[list[Path], list[str]]:
     """Export (source_path, transcript) pairs; returns written paths and error messages.
     Names are unique within the export (talk.wav.srt, talk.flac.srt, ...): none replaces another.
     With ``overwrite=False`` a file already on disk is left alone and its (index, path) goes to
@@ -66,13 +99,17 @@ def export_many(settings: Settings, items, choice: ExportChoice, *, overwrite: b
     from engine.text.exports import ExportError, OutputNames
 
     items = list(items)
+    # ``folder``: one folder for all (the export dialog's or Save As's); ``stem``: Save As's
+    # name for a single file.
     names = OutputNames([source for source, _ in items],
-                        [output_folder(settings, source) for source, _ in items])
+                        [Path(folder) if folder else output_folder(settings, source)
+                         for source, _ in items])
     written, errors = [], []
     for index, (source_path, transcript) in enumerate(items):
         try:
             written.append(export_one(settings, transcript, source_path, choice,
-                                      stem=names.stem(index), names=names, overwrite=overwrite))
+                                      stem=stem if stem and len(items) == 1 else names.stem(index),
+                                      names=names, overwrite=overwrite, folder=folder))
         except ExportError as exc:
             if exc.errno == errno.EEXIST and existing is not None:
                 existing.append((index, Path(exc.path)))
@@ -92,3 +129,17 @@ def clipboard_text(items, timestamps: bool = False) -> str:
 
     parts = [to_txt(transcript, timestamps=timestamps).strip() for _, transcript in items]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def chosen_formats(settings) -> list:
+    """The export choices ticked last time (SRT when none)."""
+    from app.view_prefs import EXPORT_FORMATS
+
+    keys = [k for k in str(settings.get(EXPORT_FORMATS) or "").split(",") if k]
+    return [c for c in CHOICES if c.key in keys] or [CHOICES[0]]
+
+
+def remember_formats(settings, choices) -> None:
+    from app.view_prefs import EXPORT_FORMATS
+
+    settings.set(EXPORT_FORMATS, ",".join(c.key for c in choices))

@@ -25,6 +25,7 @@ from app import dialog_folders
 from app import settings as S
 from app.elided_label import ElidedLabel
 from app.export_actions import CHOICES, clipboard_text, export_many
+from app.export_run import ExportCommands
 from app.file_collect import collect_audio_files, describe_refused
 from app.history_actions import HistoryActions
 from app.history_panel import HistoryPanel
@@ -47,11 +48,6 @@ GETTING_STARTED = (
     "word to play from there.\n\n"
     "4. Export subtitles (SRT, VTT) or text with the Export button.\n\n"
     "Live captions (Ctrl+L) transcribe the microphone or what the computer plays as you listen.")
-SHORTCUTS = ("Ctrl+O\tAdd files\nCtrl+E\tExport SRT\nCtrl+F\tSearch the transcript\n"
-             "Enter\tNext match / save an edited line\nEscape\tCancel an edit\n"
-             "Delete\tRemove the selected files (in History: delete the selected entries)\n"
-             "Ctrl+Z / Ctrl+Shift+Z\tUndo / redo an edit of the transcript\n"
-             "Ctrl+L\tLive captions\nCtrl+Q\tQuit")
 
 
 def can_ask_user() -> bool:
@@ -71,7 +67,7 @@ def toolbar_icon(name: str):
         return QIcon()
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ExportCommands, QMainWindow):
     def __init__(self, client, history, settings, parent=None):
         super().__init__(parent)
         self.setWindowTitle(APP_NAME)
@@ -111,6 +107,13 @@ class MainWindow(QMainWindow):
         self._connect()
         self.history_actions = HistoryActions(self)   # delete, versions, re-adding a known file
         self._build_edit_menu()
+        from app import keyboard   # Space, Left/Right, F3, the View menu and the Tab order
+
+        keyboard.install(self)
+        from app.view_prefs import MACHINE_SPEED   # the ETA's bound, measured in earlier runs
+
+        client.worker.speed.value = settings.get(MACHINE_SPEED) or None
+        client.worker.speed_measured.connect(lambda value: settings.set(MACHINE_SPEED, value))
         self.history_panel.set_records(history.list_transcripts())
         resumed = self.queue.restore(history.unfinished())
         if resumed:
@@ -164,9 +167,15 @@ class MainWindow(QMainWindow):
         self.export_menu.addSeparator()
         self.copy_action = self.export_menu.addAction("Copy text to clipboard")
         self.copy_action.triggered.connect(self.copy_selected)
-        # Ctrl+E exports in the first format (SRT); the menu has the rest.
-        self.export_default_action = self._action("Export SRT", lambda: self.export_selected(CHOICES[0]),
-                                                  "Ctrl+E")
+        # Ctrl+E exports in the formats ticked in Export… (SRT until then); the menu has the rest.
+        self.export_default_action = self._action("Export in the chosen formats",
+                                                  self.export_in_chosen_formats, "Ctrl+E")
+        self.export_dialog_action = self._action("Export…", self.open_export_dialog, "Ctrl+Shift+E",
+                                                 "Several formats at once, all files, or Save As")
+        self.export_all_action = self._action("Export all finished files", self.export_all)
+        self.export_menu.insertActions(self.export_menu.actions()[0],
+                                       [self.export_dialog_action, self.export_all_action])
+        self.export_menu.insertSeparator(self.export_menu.actions()[2])
         # The menu is built for the rows under the pointer, so it offers only what applies.
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         table.customContextMenuRequested.connect(self._queue_context_menu)
@@ -205,6 +214,9 @@ class MainWindow(QMainWindow):
             toolbar.addAction(action)
 
     def _build_status_bar(self):
+        from app.status_bar import ElidingStatusBar   # long messages end in "…" at a word
+
+        self.setStatusBar(ElidingStatusBar())
         # A long model folder name ends in "…" (full text in the tooltip): a plain label was cut
         # off at the window's edge with nothing to say so.
         self.model_label = ElidedLabel("No model", mode=Qt.TextElideMode.ElideRight)
@@ -305,6 +317,13 @@ class MainWindow(QMainWindow):
         if waiting_for_model:
             status = self.queue.model.wait_text or WAITING_FOR_MODEL
             placeholder = status
+        partial = self.queue.partials.get(job_id) if item.transcript is None else None
+        if partial:   # a running file's lines so far (app/partial_view.py)
+            from app.partial_view import show_partial
+
+            show_partial(self.transcript_view, item, partial, status)
+            self.transcript_view.show_models_button(False)
+            return
         self.transcript_view.show_transcript(job_id, item.transcript, item.path, item.name, status,
                                              placeholder)
         self.transcript_view.show_models_button(waiting_for_model and not self._model_loading_now)
@@ -315,6 +334,17 @@ class MainWindow(QMainWindow):
             self._selected_id = file_id
             self.transcript_view.show_transcript(file_id, transcript, record.path,
                                                  Path(record.path).name)
+            # The queue marks the same file (or none): it kept marking the last one clicked.
+            table, row = self.queue_panel.table, self.queue.model.row_of(file_id)
+            blocker = table.selectionModel().blockSignals(True)
+            try:
+                table.clearSelection()
+                if row >= 0:
+                    table.selectRow(row)
+            finally:
+                table.selectionModel().blockSignals(blocker)
+            table.viewport().update()
+            self.queue_panel.refresh()
 
     def _job_done(self, job_id: int):
         item = self.queue.model.item(job_id)
@@ -325,8 +355,17 @@ class MainWindow(QMainWindow):
             self._show_queue_item(job_id)
 
     def _job_changed(self, job_id: int):
-        if self._selected_id == job_id and self.transcript_view.model.transcript is None:
+        if self._selected_id != job_id:
+            return
+        view, item = self.transcript_view, self.queue.model.item(job_id)
+        from app.partial_view import partial_is_shown
+
+        if view.model.transcript is None:
             self._show_queue_item(job_id)
+        elif item is not None and partial_is_shown(view, item):
+            lines = self.queue.partials.get(job_id)
+            if lines is None or len(lines) != view.model.rowCount():
+                self._show_queue_item(job_id)   # more lines (or none: failed, cancelled)
 
     def _build_edit_menu(self):
         self.undo_action, self.redo_action = self.edits.actions(self)
@@ -638,7 +677,9 @@ class MainWindow(QMainWindow):
         QMessageBox.information(self, "Getting started", GETTING_STARTED)
 
     def open_shortcuts(self):
-        QMessageBox.information(self, "Keyboard shortcuts", SHORTCUTS)
+        from app.keyboard import shortcuts_html
+
+        QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html())
 
     def open_data_folder(self):
         from app.paths import data_dir

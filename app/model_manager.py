@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import dialog_folders, model_sizes
+from app.model_choice import description_label, mark_local_folder
 from app.model_sizes import format_size
 from modelhub import downloads as hub
 from modelhub.downloads import KNOWN_MODELS, default_model_dest, is_model_dir
@@ -153,6 +154,8 @@ class ModelManagerDialog(QDialog):
         layout.addWidget(intro)
         layout.addWidget(self.in_use)
         layout.addWidget(self.list, 1)
+        self.description = description_label(self.list)
+        layout.addWidget(self.description)
         layout.addWidget(layouts)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
@@ -160,6 +163,9 @@ class ModelManagerDialog(QDialog):
         self.thread: DownloadThread | None = None
         model_sizes.lookup().found.connect(self._size_found)
         self.select(0)
+        if current_model and not any(same_folder(default_model_dest(m.repo_id), current_model)
+                                     for m in KNOWN_MODELS):
+            mark_local_folder(self.list, current_model, "asr")
         self._update_buttons()
 
     def showEvent(self, event):
@@ -179,6 +185,8 @@ class ModelManagerDialog(QDialog):
         for row in range(self.list.topLevelItemCount()):
             item = self.list.topLevelItem(row)
             model = item.data(0, MODEL_ROLE)
+            if model is None:   # a local folder's row (app.model_choice)
+                continue
             dest = default_model_dest(model.repo_id)
             if is_model_dir(dest):
                 state = "In use" if same_folder(dest, current_model or self.current_model) \
@@ -268,6 +276,7 @@ class ModelManagerDialog(QDialog):
         self.refresh_list()
         if model is not None:
             self.model_chosen.emit(folder, model.kind)
+            self._close_after_choice()
 
     def _failed(self, message: str):
         self.progress.setVisible(False)
@@ -281,9 +290,11 @@ class ModelManagerDialog(QDialog):
             self.status.setText(f"Using {model.repo_id}.")
             self._now_using(folder, model.kind)
             self.refresh_list(folder)
+            self._close_after_choice()
 
     def choose_folder(self):
-        folder = dialog_folders.choose_folder(self, "Choose a model folder", remember_parent=True)
+        folder = dialog_folders.choose_folder(self, "Choose a model folder", remember_parent=True,
+                                              key=dialog_folders.MODELS_FOLDER)
         if folder:
             self.use_folder(folder)
 
@@ -297,11 +308,27 @@ class ModelManagerDialog(QDialog):
             self.status.setText(f"{folder} does not hold a model: it needs config.json, "
                                 "*.safetensors weights and tokenizer files.")
             return False
-        kind = "aligner" if "aligner" in Path(folder).name.lower() else "asr"
+        from engine.errors import CheckpointError
+        from engine.network.model_kind import ALIGNER, KIND_NAMES, model_kind
+
+        try:   # the checkpoint's own config says what it is, never the folder's name
+            kind = model_kind(folder)
+        except (CheckpointError, OSError) as exc:
+            self.status.setText(f"{exc}.")
+            return False
         self.model_chosen.emit(folder, kind)
-        self.status.setText(f"Using {folder}.")
+        self.status.setText(f"Using {folder} as the aligner (word timestamps): it holds "
+                            f"{KIND_NAMES[kind]}." if kind == ALIGNER else f"Using {folder}.")
         self._now_using(folder, kind)
+        mark_local_folder(self.list, folder, kind)
+        self._close_after_choice()
         return True
+
+    def _close_after_choice(self):
+        """A choice made is the dialog's job done (it stays open on the first run's download
+        errors only, which never reach here)."""
+        if self.isVisible():
+            self.accept()
 
     def _now_using(self, folder: str, kind: str) -> None:
         if kind == "asr":  # the aligner is an extra: "in use" names the speech model

@@ -1,4 +1,4 @@
-"""A message strip above the panels that stays until the user closes it.
+"""A message strip above the panels, until the user closes it or it times out.
 
 For news a user must be able to read at leisure ("12 files skipped: …", "3 unfinished files were
 resumed", "Exported 4 files" with an "Open folder" button): the status bar's messages are replaced
@@ -6,7 +6,7 @@ by the next one within a second while a queue runs.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton
 
 
@@ -36,15 +36,36 @@ class NoticeBar(QFrame):
         layout.addWidget(self.action_button)
         layout.addWidget(self.close_button)
         self._callback = None
+        # Notices go away by themselves after a while (longer for longer texts), but not
+        # while the pointer is on them: someone is reading or about to press the button.
+        self._timer = QTimer(self, singleShot=True)
+        self._timer.timeout.connect(self.dismiss)
         self.hide()
 
-    def show_notice(self, text: str, action: str = "", callback=None) -> None:
-        """Show ``text`` (replacing any notice) with an optional button ``action``."""
+    def show_notice(self, text: str, action: str = "", callback=None,
+                    timeout_ms: int | None = None) -> None:
+        """Show ``text`` (replacing any notice) with an optional button ``action``; it goes
+        after ``timeout_ms`` (default: 12 s plus 1 s per 20 characters; 0: stays)."""
         self.label.setText(text)
         self._callback = callback
         self.action_button.setText(action)
         self.action_button.setVisible(bool(action and callback))
         self.show()
+        if timeout_ms is None:
+            timeout_ms = min(60_000, 12_000 + 50 * len(text))
+        self._timer.stop()
+        if timeout_ms:
+            self._timer.start(timeout_ms)
+
+    def enterEvent(self, event):  # noqa: N802
+        self._paused = self._timer.remainingTime() if self._timer.isActive() else -1
+        self._timer.stop()
+        super().enterEvent(event)
+
+    def leaveEvent(self, event):  # noqa: N802
+        if getattr(self, "_paused", -1) >= 0 and self.isVisible():
+            self._timer.start(max(3000, self._paused))
+        super().leaveEvent(event)
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() or not self.isHidden() else ""

@@ -26,15 +26,38 @@ def _qt_multimedia():
         return None
 
 
-def _sounddevice_output():
+def _sounddevice_output(rescan: bool = False):
     try:
         import sounddevice as sd
 
+        if rescan:   # PortAudio lists devices once, at its start: a sound server started
+            sd._terminate()   # since then is seen only after a restart of the library
+            sd._initialize()
         sd.query_devices(kind="output")  # raises when there is no output device
         return sd
     except Exception as exc:
         log.info("no sounddevice output: %s", exc)
         return None
+
+
+def portaudio_installed() -> bool:
+    """Whether the PortAudio library (Debian's libportaudio2) can be found at all."""
+    import ctypes.util
+
+    try:
+        import sounddevice  # noqa: F401  (it loads the library; an OSError when it is missing)
+    except (ImportError, OSError):
+        return ctypes.util.find_library("portaudio") is not None
+    return True
+
+
+def unavailable_reason() -> str:
+    """Why nothing plays, naming the missing library only when it is really missing."""
+    if portaudio_installed():
+        return ("Playback is off: no sound output device was found (is the sound server, such as "
+                "PulseAudio or PipeWire, running?). Play checks again.")
+    return ("Playback is off: the PortAudio library is missing "
+            "(sudo apt-get install libportaudio2). Play checks again.")
 
 
 class Player(QObject):
@@ -71,8 +94,8 @@ class Player(QObject):
             self._clock.timeout.connect(self._sd_tick)
             self._decoded.connect(self._sd_start)
         else:
-            self.unavailable_reason = ("Playback is off: no sound output device was found "
-                                       "(is PortAudio, libportaudio2, installed?).")
+            self.unavailable_reason = unavailable_reason()
+        self.rate = 1.0          # playback speed (0.5-2x)
 
     @property
     def path(self) -> str:
@@ -82,6 +105,38 @@ class Player(QObject):
     @property
     def available(self) -> bool:
         return self.backend != "none"
+
+    def recheck(self) -> bool:
+        """Look for a sound output again (the sound server may have started since); True
+        when playback is available now."""
+        if self.available:
+            return True
+        sd = _sounddevice_output(rescan=True)
+        if sd is None:
+            self.unavailable_reason = unavailable_reason()
+            return False
+        self.backend, self._sd, self._cache = "sounddevice", sd, None
+        self._started_at = self._start_s = self._end_s = 0.0
+        self._clock = QTimer(self)
+        self._clock.setInterval(40)
+        self._clock.timeout.connect(self._sd_tick)
+        self._decoded.connect(self._sd_start)
+        self.unavailable_reason = ""
+        return True
+
+    def set_rate(self, rate: float) -> None:
+        """Playback speed, 0.5-2x; applies from the next play (the view restarts playback)."""
+        self.rate = min(2.0, max(0.5, float(rate)))
+        if self.backend == "qt":
+            self._qt.setPlaybackRate(self.rate)
+
+    def position(self) -> float:
+        """Seconds into the file being played (the last position when stopped)."""
+        if self.backend == "qt":
+            return self._qt.position() / 1000.0
+        if self.backend == "sounddevice" and self.playing:
+            return self._start_s + (time.monotonic() - self._started_at) * self.rate
+        return getattr(self, "_last_position", 0.0)
 
     def play(self, path: str, start_s: float = 0.0) -> bool:
         """Play ``path`` from ``start_s``; False (and ``failed``) when playback is unavailable."""
@@ -142,7 +197,9 @@ class Player(QObject):
         self._cache = (path, samples)
         first = max(0, min(len(samples), int(start_s * 16000)))
         try:
-            self._sd.play(samples[first:], 16000)
+            # Faster or slower by the sample rate: the pitch follows the speed (QtMultimedia,
+            # when installed, keeps the pitch).
+            self._sd.play(samples[first:], int(round(16000 * self.rate)))
         except Exception as exc:
             self.failed.emit(f"Playback failed: {exc}")
             return
@@ -152,7 +209,8 @@ class Player(QObject):
         self._set_playing(True)
 
     def _sd_tick(self):
-        position = self._start_s + time.monotonic() - self._started_at
+        position = self._start_s + (time.monotonic() - self._started_at) * self.rate
+        self._last_position = position
         if position >= self._end_s:
             self.stop()
             return

@@ -38,6 +38,8 @@ class QueueController(QObject):
         worker.job_duration.connect(lambda j, d: self._changed(j, duration=d))
         worker.job_progress.connect(lambda j, p, eta: self._changed(j, progress=p, eta=eta))
         worker.job_finished.connect(self._finished)
+        worker.job_partial.connect(self._partial)
+        self.partials: dict[int, list] = {}   # job id: segments transcribed so far (while running)
         worker.job_failed.connect(self._failed)
         worker.job_cancelled.connect(self._cancelled)
 
@@ -149,12 +151,22 @@ class QueueController(QObject):
 
     def _options_edited(self, job_id: int, language, context: str):
         self.history.set_options(job_id, language, context)
+        item = self.model.item(job_id)
+        if item is not None and item.state == "done":   # a finished file's new language
+            self.message.emit(f"Transcribing {item.name} again in {language or 'a detected language'}")
+            self.transcribe_again([job_id])
 
     # -- engine results ------------------------------------------------------------------------
     def _changed(self, job_id: int, **changes):
         item = self.model.item(job_id)
         if item is not None and item.state in IN_FLIGHT:
             self.model.update(job_id, **changes)
+            self.job_changed.emit(job_id)
+
+    def _partial(self, job_id: int, segments):
+        item = self.model.item(job_id)
+        if item is not None and item.state in IN_FLIGHT:
+            self.partials[job_id] = list(segments)
             self.job_changed.emit(job_id)
 
     def _started(self, job_id: int):
@@ -166,6 +178,7 @@ class QueueController(QObject):
 
     def _finished(self, job_id: int, transcript):
         self.history.save_transcript(job_id, transcript)  # durable before anything else
+        self.partials.pop(job_id, None)
         item = self.model.update(job_id, state="done", progress=1.0, eta=0.0, transcript=transcript)
         if item is not None:
             self.message.emit(f"Finished {item.name}")
@@ -173,6 +186,7 @@ class QueueController(QObject):
         self.dispatch()
 
     def _failed(self, job_id: int, error: str):
+        self.partials.pop(job_id, None)
         self.history.set_state(job_id, "failed", error)
         item = self.model.update(job_id, state="failed", error=error, eta=-1.0)
         if item is not None:
@@ -181,6 +195,7 @@ class QueueController(QObject):
         self.dispatch()
 
     def _cancelled(self, job_id: int):
+        self.partials.pop(job_id, None)
         item = self.model.item(job_id)
         if item is not None and item.state not in ("done", "failed"):
             self.history.set_state(job_id, "cancelled")

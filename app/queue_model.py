@@ -18,6 +18,8 @@ HEADERS = ("File", "Length", "Language", "Context", "Status", "Progress")
 IN_FLIGHT = ("queued", "running")
 FINISHED = ("done", "failed", "cancelled")
 EDITABLE_STATES = ("waiting", "failed", "cancelled")
+# A finished file's language can change too: that transcribes it again in the new language.
+LANGUAGE_STATES = EDITABLE_STATES + ("done",)
 STATUS_TEXT = {"waiting": "Waiting", "queued": "Starting", "running": "Transcribing",
                "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
 ItemRole = Qt.ItemDataRole.UserRole + 1
@@ -104,6 +106,8 @@ class QueueModel(QAbstractTableModel):
                 return item.error
             if col in (COL_LANGUAGE, COL_CONTEXT) and item.state in EDITABLE_STATES:
                 return "Double-click to change before the file starts"
+            if col == COL_LANGUAGE and item.state == "done":
+                return "Double-click to transcribe again in another language"
         return None
 
     def _display(self, item: QueueItem, col: int):
@@ -129,15 +133,20 @@ class QueueModel(QAbstractTableModel):
         item = self.items[index.row()] if index.isValid() else None
         if item and index.column() in (COL_LANGUAGE, COL_CONTEXT) and item.state in EDITABLE_STATES:
             return base | Qt.ItemFlag.ItemIsEditable
+        if item and index.column() == COL_LANGUAGE and item.state in LANGUAGE_STATES:
+            return base | Qt.ItemFlag.ItemIsEditable
         return base
 
     def setData(self, index, value, role=Qt.ItemDataRole.EditRole):
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
         item = self.items[index.row()]
-        if item.state not in EDITABLE_STATES:
+        allowed = LANGUAGE_STATES if index.column() == COL_LANGUAGE else EDITABLE_STATES
+        if item.state not in allowed:
             return False
         if index.column() == COL_LANGUAGE:
+            if item.state == "done" and (str(value) or None) == item.language:
+                return False   # the same language: nothing to do again
             item.language = str(value) or None
         elif index.column() == COL_CONTEXT:
             item.context = str(value)

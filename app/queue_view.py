@@ -66,7 +66,8 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.minimum, bar.maximum = 0, 1000
         bar.progress = int(round(item.progress * 1000))
         bar.textVisible = True
-        bar.text = progress_text(item, index.model().wait_text)
+        bar.text = fit_progress_text(progress_text(item, index.model().wait_text),
+                                     option.fontMetrics, bar.rect.width() - 8)
         bar.textAlignment = Qt.AlignmentFlag.AlignCenter
         bar.state = option.state | QStyle.StateFlag.State_Horizontal
         bar.palette = option.palette
@@ -85,6 +86,13 @@ def progress_text(item, wait_text: str = "") -> str:
     if item.eta >= 1.0:  # "0:00 left" would say nothing
         return f"{percent} · {format_duration(item.eta)} left"
     return percent
+
+
+def fit_progress_text(text: str, metrics, width: int) -> str:
+    """The bar's text as it fits: "45% · 1:23 left", else "45%" (never spilling past the bar)."""
+    if metrics.horizontalAdvance(text) <= width or " · " not in text:
+        return text
+    return text.split(" · ")[0]
 
 
 class LanguageDelegate(QStyledItemDelegate):

@@ -7,7 +7,7 @@ too narrow. It never sets the pane's minimum width, so the splitter can still na
 """
 from __future__ import annotations
 
-from PySide6.QtWidgets import QGridLayout, QLabel, QLineEdit, QSizePolicy, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QSizePolicy, QToolButton, QWidget
 
 FIELD_MIN_EMS = 12   # narrower than this, the field shows too little of what was typed
 
@@ -18,6 +18,22 @@ class SearchBar(QWidget):
         self.field = QLineEdit()
         self.field.setPlaceholderText("Search the transcript (Ctrl+F)")
         self.field.setClearButtonEnabled(True)
+        self.field.setAccessibleName("Search the transcript")
+        # Previous and next match (Shift+F3, F3), beside the field.
+        self.previous_button, self.next_button = QToolButton(), QToolButton()
+        for button, text, name in ((self.previous_button, "▲", "Previous match (Shift+F3)"),
+                                   (self.next_button, "▼", "Next match (F3, Enter)")):
+            button.setText(text)
+            button.setToolTip(name)
+            button.setAccessibleName(name.split(" (")[0])
+            button.setAutoRaise(True)
+            button.setEnabled(False)
+        field_row = QHBoxLayout()
+        field_row.setContentsMargins(0, 0, 0, 0)
+        field_row.setSpacing(2)
+        field_row.addWidget(self.field, 1)
+        field_row.addWidget(self.previous_button)
+        field_row.addWidget(self.next_button)
         self.count_label = QLabel("")
         self.count_label.setObjectName("matchCount")
         # Word wrap makes the label's minimum width its longest word, not its whole text.
@@ -26,11 +42,13 @@ class SearchBar(QWidget):
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setColumnStretch(0, 1)
-        self._grid.addWidget(self.field, 0, 0)
+        self._grid.addLayout(field_row, 0, 0)
         self._beside: bool | None = None
         self._arrange()
 
-    def set_count_text(self, text: str) -> None:
+    def set_count_text(self, text: str, can_move: bool = False) -> None:
+        self.previous_button.setEnabled(can_move)
+        self.next_button.setEnabled(can_move)
         self.count_label.setText(text)
         self.count_label.setVisible(bool(text))
         self._arrange()
@@ -39,7 +57,8 @@ class SearchBar(QWidget):
         return bool(self._beside)
 
     def _field_min(self) -> int:
-        return self.fontMetrics().horizontalAdvance("M") * FIELD_MIN_EMS
+        buttons = self.previous_button.minimumSizeHint().width() + self.next_button.minimumSizeHint().width() + 4
+        return self.fontMetrics().horizontalAdvance("M") * FIELD_MIN_EMS + buttons
 
     def _count_width(self) -> int:
         label = self.count_label

@@ -66,8 +66,15 @@ class SegmentTextDelegate(QStyledItemDelegate):
                 at += len(needle)
         if playing is not None and playing >= 0:
             fmt = QTextCharFormat()
-            fmt.setBackground(highlight)
-            fmt.setForeground(option.palette.color(QPalette.ColorRole.HighlightedText))
+            if option.state & QStyle.StateFlag.State_Selected:
+                # The selected row is painted in the highlight colour already: the playing
+                # word there is the inverse (and underlined), or it vanished into the row.
+                fmt.setBackground(option.palette.color(QPalette.ColorRole.HighlightedText))
+                fmt.setForeground(highlight)
+                fmt.setFontUnderline(True)
+            else:
+                fmt.setBackground(highlight)
+                fmt.setForeground(option.palette.color(QPalette.ColorRole.HighlightedText))
             for span in index.data(WordSpansRole) or []:
                 if span.index == playing:
                     _format_range(doc, span.start, span.end, fmt)

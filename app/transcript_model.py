@@ -52,9 +52,18 @@ def format_time(seconds: float) -> str:
     return f"{minutes:02d}:{secs:04.1f}"
 
 
+def clock(seconds: float) -> str:
+    """Whole seconds as a reader writes them: 0:07, 12:34, 1:02:03."""
+    seconds = int(max(0.0, float(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def format_span(start: float, end: float) -> str:
-    """A segment's time cell: start over end, so each row says where it begins and ends."""
-    return f"{format_time(start)}\n{format_time(end)}"
+    """A segment's time cell on one line, ``0:07–0:11``: stacked start over end, each row's end
+    sat above the same time starting the next row and the column read as duplicates."""
+    return f"{clock(start)}–{clock(end)}"
 
 
 class TranscriptModel(QAbstractTableModel):
@@ -104,7 +113,8 @@ class TranscriptModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == COL_TIME:
             return int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         if role == Qt.ItemDataRole.ToolTipRole and index.column() == COL_TIME:
-            return ESTIMATED_TIP if is_estimated(seg) else ALIGNED_TIP
+            times = f"{format_time(seg.start)} to {format_time(seg.end)}. "
+            return times + (ESTIMATED_TIP if is_estimated(seg) else ALIGNED_TIP)
         if role == WordSpansRole:
             return self.spans(row)
         if role == PlayingWordRole:
@@ -115,7 +125,8 @@ class TranscriptModel(QAbstractTableModel):
 
     def flags(self, index):
         flags = super().flags(index)
-        if index.isValid() and index.column() == COL_TEXT:
+        # No file id: a running file's lines so far, with no stored transcript to save to.
+        if index.isValid() and index.column() == COL_TEXT and self.file_id is not None:
             flags |= Qt.ItemFlag.ItemIsEditable
         return flags
 
@@ -181,6 +192,18 @@ class TranscriptModel(QAbstractTableModel):
             return 0
         needle = self.search.lower()
         return sum(seg.text.lower().count(needle) for seg in self.segments)
+
+    def occurrences(self) -> list[tuple[int, int]]:
+        """(row, character offset) of every occurrence of the search text, in reading order."""
+        if not self.search:
+            return []
+        needle, out = self.search.lower(), []
+        for row, seg in enumerate(self.segments):
+            text, at = seg.text.lower(), 0
+            while (at := text.find(needle, at)) >= 0:
+                out.append((row, at))
+                at += len(needle)
+        return out
 
     def matching_rows(self) -> list[int]:
         if not self.search:

@@ -5,6 +5,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -23,6 +24,7 @@ from app.search_bar import SearchBar
 from app.transcript_delegate import SegmentTextDelegate
 from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
 from app.transcript_notes import audio_missing_reason, notes_text
+from app.view_prefs import SPEEDS, clamp_font, speed_text
 
 
 class SegmentTable(QTableView):
@@ -65,6 +67,7 @@ NO_SPEECH = ("No speech found in this file. If there is speech, try another lang
 
 class TranscriptView(QWidget):
     segment_edited = Signal(int, int, str)  # file id, segment index, text
+    rate_changed = Signal(float)            # playback speed chosen
     models_requested = Signal()             # the "Choose a model…" button
 
     def __init__(self, player: Player | None = None, parent=None):
@@ -86,6 +89,8 @@ class TranscriptView(QWidget):
         self.search = self.search_bar.field
         self.search.textChanged.connect(self._search)
         self.search.returnPressed.connect(self.next_match)
+        self.search_bar.next_button.clicked.connect(self.next_match)
+        self.search_bar.previous_button.clicked.connect(self.previous_match)
         self.match_label = self.search_bar.count_label   # "3 matches", beside or under the field
         self.play_button = QPushButton("Play")
         self.play_tip = "Play from the selected segment; click a word to play from it"
@@ -108,9 +113,22 @@ class TranscriptView(QWidget):
         self.seek.setToolTip("Drag to play from another point")
         self.seek.setRange(0, 0)
         self.seek.sliderReleased.connect(lambda: self.play_from(self.seek.value() / 1000.0))
+        self.seek.setAccessibleName("Playback position")
+        self.play_button.setAccessibleName("Play or pause (Space)")
+        self.speed = QComboBox()
+        self.speed.setObjectName("playbackSpeed")
+        self.speed.setAccessibleName("Playback speed")
+        self.speed.setToolTip("Playback speed")
+        for rate in SPEEDS:
+            self.speed.addItem(speed_text(rate), rate)
+        self.speed.setCurrentIndex(SPEEDS.index(1.0))
+        self.speed.currentIndexChanged.connect(lambda _i: self.set_rate(self.speed.currentData()))
         self.table = SegmentTable(self.model)
         self.table.text_delegate.word_clicked.connect(self._word_clicked)
         self.table.clicked.connect(self._cell_clicked)
+        self.table.setAccessibleName("Transcript segments")
+        self.table.setTabKeyNavigation(False)   # Tab leaves the table: arrows move inside it
+        self.models_button.setAccessibleName("Choose a model")
         # Shown instead of an empty table while there is no transcript to show.
         self.placeholder = QLabel(NO_SELECTION)
         self.placeholder.setObjectName("transcriptPlaceholder")
@@ -131,6 +149,7 @@ class TranscriptView(QWidget):
         playback.addWidget(self.play_button)
         playback.addWidget(self.seek, 1)
         playback.addWidget(self.position_label)
+        playback.addWidget(self.speed)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
@@ -147,10 +166,16 @@ class TranscriptView(QWidget):
         self.player.playing_changed.connect(
             lambda playing: self.play_button.setText("Pause" if playing else "Play"))
         self.player.failed.connect(self.message.setText)
+        # No sound output now: the view looks again every few seconds and on Play (a sound
+        # server started later is found without restarting the app).
+        self._recheck_timer = QTimer(self, interval=5000)
+        self._recheck_timer.timeout.connect(self.recheck_playback)
         if not self.player.available:
-            self.play_button.setEnabled(False)
             self.play_button.setToolTip(self.player.unavailable_reason)
-        self._matches: list[int] = []
+            self._recheck_timer.start()
+        self._resume_at: float | None = None   # where Play goes on (after a pause or a seek)
+        self.table.pressed.connect(self._forget_resume)
+        self._matches: list[tuple[int, int]] = []
         self._match_at = -1
         self._duration = 0.0
         self.show_transcript(None, None, "")
@@ -162,14 +187,16 @@ class TranscriptView(QWidget):
         ``placeholder`` where the segments would be)."""
         if self.player.playing:
             self.player.stop()
+        same_file = source_path == self.source_path and file_id == self.model.file_id
         self.source_path = source_path
+        if not same_file:
+            self._resume_at = None
         self.model.set_transcript(file_id, transcript)
         duration = float(getattr(transcript, "duration", 0.0) or 0.0)
         self.seek.setRange(0, int(duration * 1000))
         self.seek.setValue(0)
         self.audio_missing = audio_missing_reason(source_path) if transcript is not None else ""
-        self.seek.setEnabled(transcript is not None and self.player.available and duration > 0
-                             and not self.audio_missing)
+        self.seek.setEnabled(transcript is not None and duration > 0 and not self.audio_missing)
         notes = notes_text(transcript)
         self.notes_label.setText(notes)
         self.notes_label.setVisible(bool(notes))
@@ -196,40 +223,101 @@ class TranscriptView(QWidget):
         self.stack.setCurrentWidget(self.table if transcript is not None and not empty
                                     else self.placeholder)
         self.search.setEnabled(transcript is not None)
-        self.play_button.setEnabled(transcript is not None and self.player.available
-                                    and not self.audio_missing)
-        if self.player.available:
-            self.play_button.setToolTip(self.audio_missing or self.play_tip)
+        self.play_button.setEnabled(transcript is not None and not self.audio_missing)
+        self.play_button.setToolTip(self.audio_missing or self.play_tip)
         self._search(self.search.text())
 
     def _search(self, text: str):
-        self._matches = self.model.set_search(text)
+        self.model.set_search(text)
+        # Every occurrence is a stop (F3 / Shift+F3), counted as "3 of 12".
+        self._matches = self.model.occurrences()
         self._match_at = -1
-        if text.strip():
-            count, rows = self.model.match_count(), len(self._matches)
-            if count == 0:
-                self.search_bar.set_count_text("No matches")
-            elif rows == 1:
-                self.search_bar.set_count_text(f"{count} match{'es' if count != 1 else ''}")
-            else:
-                self.search_bar.set_count_text(f"{count} matches in {rows} segments")
+        if text.strip() and not self._matches:
+            self.search_bar.set_count_text("No matches")
+        elif text.strip():
             self.next_match()
         else:
             self.search_bar.set_count_text("")
 
     def next_match(self):
+        self._go_to_match(+1)
+
+    def previous_match(self):
+        self._go_to_match(-1)
+
+    def _go_to_match(self, step: int):
         if not self._matches:
             return
-        self._match_at = (self._match_at + 1) % len(self._matches)
-        row = self._matches[self._match_at]
+        self._match_at = (self._match_at + step) % len(self._matches)
+        row = self._matches[self._match_at][0]
         self.table.selectRow(row)
         self.table.scrollTo(self.model.index(row, COL_TEXT))
+        self.search_bar.set_count_text(f"{self._match_at + 1} of {len(self._matches)}",
+                                       can_move=len(self._matches) > 1)
 
     # -- playback -------------------------------------------------------------------
+    def recheck_playback(self) -> bool:
+        """Look for a sound output again; True (and the notes cleared) once one is there."""
+        recheck = getattr(self.player, "recheck", None)
+        if self.player.available or recheck is None or not recheck():
+            if not self.player.available:
+                self.play_button.setToolTip(self.player.unavailable_reason)
+            return self.player.available
+        self._recheck_timer.stop()
+        self.play_button.setToolTip("Play from the selected segment; click a word to play from it")
+        self.seek.setEnabled(self.model.transcript is not None and self._duration > 0)
+        if self.player.unavailable_reason == "" and self.model.transcript is not None:
+            notes = [n for n in self.message.text().split("\n") if not n.startswith("Playback is off")]
+            self.message.setText("\n".join(notes))
+        return True
+
+    def set_rate(self, rate: float) -> None:
+        """Playback speed, 0.5-2x; a playing file goes on at the new speed from where it is."""
+        set_rate = getattr(self.player, "set_rate", None)
+        if set_rate is None:
+            return
+        was_playing = self.player.playing
+        at = self.player.position() if was_playing else None
+        set_rate(float(rate))
+        index = self.speed.findData(float(rate))
+        if index >= 0 and index != self.speed.currentIndex():
+            self.speed.setCurrentIndex(index)
+        if was_playing and getattr(self.player, "backend", "") != "qt":
+            self.play_from(at)
+        self.rate_changed.emit(float(rate))
+
+    def seek_by(self, seconds: float) -> None:
+        """Left/Right: 5 s back or on; while stopped, moves where Play starts."""
+        if self.model.transcript is None:
+            return
+        if self.player.playing and hasattr(self.player, "position"):
+            here = self.player.position()
+        else:
+            here = self.seek.value() / 1000.0
+        target = min(max(0.0, here + seconds), max(0.0, self._duration - 0.05))
+        self.seek.setValue(int(target * 1000))
+        self._resume_at = target
+        self.position_label.setText(self._time_text(target))
+        self.model.set_playhead(target)
+        if self.player.playing:
+            self.play_from(target)
+
+    def set_font_points(self, points: int) -> None:
+        """The transcript's text size (the time column and the editor follow)."""
+        font = self.table.font()
+        font.setPointSize(clamp_font(points))
+        self.table.setFont(font)
+        self.table._relayout.start()
+
+    def font_points(self) -> int:
+        return self.table.font().pointSize()
+
     def play_from(self, seconds: float):
         if self.audio_missing:   # nothing to play: say why instead of "file not found"
             self.message.setText(self.audio_missing)
             return
+        if not self.player.available:
+            self.recheck_playback()
         if self.source_path and self.player.play(self.source_path, seconds):
             self.message.setText(self.model.transcript.words_note if self.model.transcript else "")
 
@@ -240,6 +328,8 @@ class TranscriptView(QWidget):
         rows = self.table.selectionModel().selectedRows()
         segments = self.model.segments
         start = segments[rows[0].row()].start if rows and segments else 0.0
+        if self._resume_at is not None:   # paused, or Left/Right chose where to go on
+            start = self._resume_at
         self.play_from(start)
 
     def _word_clicked(self, row: int, word_index: int):
@@ -253,6 +343,10 @@ class TranscriptView(QWidget):
         if index.column() == COL_TIME:
             self._word_clicked(index.row(), -1)
 
+    def _forget_resume(self, *_):
+        """A row picked by hand: Play starts at that row again."""
+        self._resume_at = None
+
     def show_models_button(self, visible: bool) -> None:
         self.models_button.setVisible(visible)
 
@@ -263,6 +357,7 @@ class TranscriptView(QWidget):
         if getattr(self.player, "path", self.source_path) != self.source_path:
             return  # another file's playback: the label belongs to the file shown
         self.position_label.setText(self._time_text(seconds))
+        self._resume_at = seconds
         if not self.seek.isSliderDown():
             self.seek.setValue(int(seconds * 1000))
         row = self.model.set_playhead(seconds)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app import settings as S
-from app.eta import EtaEstimator
+from app.eta import EtaEstimator, MachineSpeed, bounded
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class _Request:
     reported_progress: float = -1.0
     eta: EtaEstimator = field(default_factory=EtaEstimator)
     duration_sent: bool = False
+    segments_sent: int = 0
 
 
 @dataclass
@@ -81,6 +82,7 @@ class EngineWorker(QObject):
     job_duration = Signal(int, float)      # job id, seconds of audio
     job_progress = Signal(int, float, float)  # job id, progress 0..1, ETA seconds (-1: unknown)
     job_finished = Signal(int, object)     # job id, engine.text.types.Transcript
+    job_partial = Signal(int, object)      # job id, the Segments transcribed so far (FileJob.partial_segments)
     job_failed = Signal(int, str)          # job id, error naming the file
     job_cancelled = Signal(int)
     stream_update = Signal(int, object, str)  # stream id, committed Segments, tentative text
@@ -88,6 +90,7 @@ class EngineWorker(QObject):
     stream_failed = Signal(int, str)
     stream_lag = Signal(int, float)        # stream id, seconds its text is behind the audio (Stream.lag_seconds)
     activity = Signal(str)                 # short status-bar text
+    speed_measured = Signal(float)         # this machine's audio seconds per second (app.eta.MachineSpeed)
     stopped = Signal()
 
     def __init__(self, loader: Callable | None = None):
@@ -97,6 +100,7 @@ class EngineWorker(QObject):
         self._requests: dict[int, _Request] = {}
         self._streams: dict[int, _StreamState] = {}
         self._activity = ""
+        self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
         self._pump_timer = QTimer(self)  # moved to the worker thread along with self
         self._pump_timer.setInterval(0)
         self._pump_timer.timeout.connect(self._pump)
@@ -278,6 +282,9 @@ class EngineWorker(QObject):
                 self.job_duration.emit(job_id, float(duration))
             if state == "done":
                 self._requests.pop(job_id)
+                if duration and request.started_at is not None:
+                    self.speed.record(float(duration), now - request.started_at)
+                    self.speed_measured.emit(self.speed.value or 0.0)
                 self.job_finished.emit(job_id, job.transcript)
             elif state == "failed":
                 self._requests.pop(job_id)
@@ -286,12 +293,17 @@ class EngineWorker(QObject):
                 self._requests.pop(job_id)
                 self.job_cancelled.emit(job_id)
             else:
+                done = int(getattr(job, "segments_done", 0) or 0)
+                if done != request.segments_sent and hasattr(job, "partial_segments"):
+                    request.segments_sent = done
+                    self.job_partial.emit(job_id, job.partial_segments())
                 progress = float(getattr(job, "progress", 0.0) or 0.0)
                 if progress != request.reported_progress:
                     request.reported_progress = progress
                     # Waiting in the engine's queue is not processing: no estimate from it.
                     eta = request.eta.update(now, progress) if request.started_at is not None \
                         else -1.0
+                    eta = bounded(eta, duration, progress, self.speed)
                     self.job_progress.emit(job_id, progress, eta)
         for stream_id, st in list(self._streams.items()):
             committed = list(st.stream.committed)
@@ -319,10 +331,15 @@ class EngineWorker(QObject):
 
     # -- activity text -----------------------------------------------------------------
     def _busy_text(self) -> str:
-        files = sum(1 for r in self._requests.values() if r.job is not None)
+        # What the engine really runs, as the queue's rows say it: a job it has not started
+        # yet is "starting", not "transcribing".
+        states = [_state(r.job) for r in self._requests.values() if r.job is not None]
+        files, starting = states.count("running"), states.count("queued")
         parts = []
         if files:
             parts.append(f"Transcribing {files} file{'s' if files != 1 else ''}")
+        if starting:
+            parts.append(f"{starting} starting")
         if self._streams:
             parts.append("Live captions")
         return " · ".join(parts) or "Working…"

@@ -163,6 +163,11 @@ def load(model_dir, device=None, dtype=None, *, aligner=None, **engine_options) 
     device defaults to CUDA when available, else CPU; dtype to bfloat16 on CUDA and
     float32 on CPU. ``aligner`` is an optional Qwen3-ForcedAligner folder for word times.
     """
+    from engine.network.model_kind import ALIGNER, ASR, check_kind_if_readable
+
+    check_kind_if_readable(model_dir, ASR)   # an aligner given as the model fails here, plainly
+    if aligner is not None:
+        check_kind_if_readable(aligner, ALIGNER)
     eng = Engine(model_dir, device=device, dtype=dtype, **engine_options)
     if aligner is not None:
         from engine.pipelines.aligner import Aligner

@@ -34,6 +34,16 @@ class FakeFileJob:
         if self.state in ("queued", "running"):
             self.state = "cancelled"
 
+    @property
+    def segments_done(self) -> int:
+        return len(self.partial_segments())
+
+    def partial_segments(self) -> list[Segment]:
+        """As FileJob: the first segment is "transcribed" once half the file is done."""
+        if self.state == "running" and self.progress >= 0.5:
+            return [Segment(0.0, 1.5, f"Partly {Path(self.source).stem}.", [], self.language or "English")]
+        return []
+
     def _advance(self):
         if self.state == "queued":
             if "corrupt" in Path(self.source).name or not Path(self.source).exists():

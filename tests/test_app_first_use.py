@@ -163,9 +163,9 @@ def test_search_counts_matches_not_rows(qtbot):
                    segments=[Segment(0.0, 5.0, text), Segment(5.0, 9.0, "Then the end.")])
     view.show_transcript(1, t, "x.wav", "x.wav")
     view.search.setText("the")
-    assert view.match_label.text() == "12 matches in 2 segments"
+    assert view.match_label.text() == "1 of 12"   # every occurrence counts, not rows
     view.search.setText("dog")
-    assert view.match_label.text() == "5 matches"
+    assert view.match_label.text() == "1 of 5"
     view.search.setText("zebra")
     assert view.match_label.text() == "No matches"
 
@@ -179,7 +179,7 @@ def test_rows_show_start_and_end_and_edit_in_a_multi_line_box(qtbot):
                    segments=[Segment(61.5, 64.25, "Hello there.")])
     view.show_transcript(1, t, "x.wav", "x.wav")
     cell = view.model.index(0, 0).data()
-    assert "01:01.5" in cell and "01:04.2" in cell
+    assert cell == "1:01–1:04"   # start–end on one line (issue 35)
     editor = view.table.text_delegate.createEditor(view.table.viewport(), None, view.model.index(0, 1))
     assert isinstance(editor, QPlainTextEdit)
     view.table.text_delegate.setEditorData(editor, view.model.index(0, 1))

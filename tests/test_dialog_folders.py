@@ -173,3 +173,17 @@ def test_choosing_a_model_folder_remembers_where_it_sits_not_the_folder_itself(q
     assert dialog_folders.choose_folder(None, "Choose a model folder", settings, remember_parent=True) \
         == str(models / "qwen3-asr")
     assert dialog_folders.start_folder(settings) == str(models)
+
+
+def test_add_files_opens_the_media_folder_not_the_models_folder(qtbot, client, dialogs, tmp_path):
+    """Choosing a model folder in Models must not move where "Add files" opens."""
+    from app import dialog_folders
+    from app.model_manager import ModelManagerDialog
+
+    media = _chosen_folder(tmp_path, "recordings")
+    dialog_folders.remember(str(media / "talk.wav"))
+    models = ModelManagerDialog("")
+    qtbot.addWidget(models)
+    dialogs.answer = str(_chosen_folder(tmp_path, "models"))
+    models.choose_folder()
+    assert dialog_folders.start_folder() == str(media)

@@ -8,6 +8,7 @@ only its path: the engine starts it (opens the file) when it can take its chunks
 """
 from __future__ import annotations
 
+import copy
 import errno
 import itertools
 import time
@@ -87,6 +88,16 @@ class FileJob:
     @property
     def finished(self) -> bool:
         return self.state in ("done", "failed", "cancelled")
+
+    @property
+    def segments_done(self) -> int:
+        """How many segments have been transcribed so far (cheap: for polling)."""
+        return len(self._segments)
+
+    def partial_segments(self) -> list[Segment]:
+        """Copies of the segments transcribed so far, in time order, so a UI can show the
+        transcript growing while the file runs; word times arrive later, with the aligner."""
+        return [copy.copy(s) for s in sorted(self._segments, key=lambda s: s.start)]
 
     @property
     def busy(self) -> bool:
