@@ -36,14 +36,6 @@ CHOICES = (
 )
 
 
-def documents_folder() -> Path:
-    """The user's Documents folder (home when there is none)."""
-    from PySide6.QtCore import QStandardPaths
-
-    found = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
-    return Path(found) if found else Path.home()
-
-
 def _inside(path: Path, folder: Path) -> bool:
     try:
         path.resolve().relative_to(folder.resolve())

@@ -108,8 +108,8 @@ class TranscriptModel(QAbstractTableModel):
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             if index.column() != COL_TIME:
                 return seg.text
-            mark = ESTIMATED_MARK if is_estimated(seg) else ""   # "~00:07.4": an estimate
-            return "\n".join(mark + line for line in format_span(seg.start, seg.end).split("\n"))
+            mark = ESTIMATED_MARK if is_estimated(seg) else ""   # "~0:07–0:11": an estimate
+            return mark + format_span(seg.start, seg.end)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == COL_TIME:
             return int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         if role == Qt.ItemDataRole.ToolTipRole and index.column() == COL_TIME:

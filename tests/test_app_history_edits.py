@@ -152,8 +152,8 @@ def test_estimated_times_carry_a_marker_and_the_fallback_note_shows_above(qtbot,
     view = window.transcript_view
     view.show_transcript(None, transcript, "", "x.wav")
     model = view.model
-    assert model.data(model.index(0, 0)) == "00:00.0\n00:01.0"
-    assert model.data(model.index(1, 0)) == "~00:01.5\n~00:03.0"
+    assert model.data(model.index(0, 0)) == "0:00–0:01"
+    assert model.data(model.index(1, 0)) == "~0:01–0:03"
     assert "Estimated" in model.data(model.index(1, 0), Qt.ItemDataRole.ToolTipRole)
     assert not view.notes_label.isHidden() and note in view.notes_label.text()
     assert "~" in view.notes_label.text()

@@ -212,7 +212,7 @@ def test_asr_checkpoint_as_aligner_says_so(inputs, tiny_model_dir, capsys):
     code = main(["transcribe", str(inputs["memo"][0]), "--model", str(tiny_model_dir),
                  "--aligner", str(tiny_model_dir), "--quiet"])
     assert code == 2
-    assert "not a Qwen3-ForcedAligner checkpoint" in capsys.readouterr().err
+    assert "not a forced aligner (Qwen3-ForcedAligner)" in capsys.readouterr().err
 
 
 def test_unknown_language_says_so(inputs, tiny_model_dir, capsys):

@@ -103,7 +103,8 @@ def test_recordings_export_to_documents_not_the_data_folder(qtbot, client, tmp_p
     from app.paths import recordings_dir
 
     documents = tmp_path / "Documents"
-    monkeypatch.setattr("app.export_actions.documents_folder", lambda: documents)
+    documents.mkdir()
+    monkeypatch.setattr("app.dialog_folders.documents_folder", lambda: str(documents))
     w = open_main_window(qtbot, client, tmp_path)
     recordings_dir().mkdir(parents=True, exist_ok=True)
     recording = silent_wav(recordings_dir(), "live-2026-12-02.wav")
