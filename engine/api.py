@@ -88,7 +88,7 @@ class Engine(EngineCore):
                        priority=args.check_priority(priority),
                        max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad)
         if speakers is not None:
-            from engine.pipelines.diarize import check_speakers
+            from engine.text.speakers import check_speakers
 
             options["speakers"] = check_speakers(speakers)
         if isinstance(source, bytes):

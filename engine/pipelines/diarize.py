@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.network.features import SAMPLE_RATE
 from engine.pipelines.speaker_clustering import cluster
-from engine.text.speakers import SpeakerTurn
+from engine.text.speakers import SpeakerTurn, check_speakers  # noqa: F401 (check_speakers re-exported)
 
 FRAME = 0.05          # seconds: the resolution of speaker changes
 
@@ -210,20 +210,6 @@ class Diarizer:
         for t in turns:
             names.setdefault(t.speaker, f"S{len(names) + 1}")
         return [SpeakerTurn(names[t.speaker], t.start, t.end) for t in turns]
-
-
-def check_speakers(value):
-    """``"auto"`` or a count of 1-32 (also as text, e.g. from a command line); else ValueError."""
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == "auto":
-            return "auto"
-        if not text.isdigit():
-            raise ValueError(f"speakers must be 'auto' or a number of speakers, got {value!r:.40}")
-        value = int(text)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 32:
-        raise ValueError(f"speakers must be 'auto' or a number from 1 to 32, got {value!r:.40}")
-    return value
 
 
 _EMBEDDERS: dict = {}

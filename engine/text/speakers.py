@@ -23,6 +23,20 @@ class SpeakerTurn:
     end: float
 
 
+def check_speakers(value):
+    """``"auto"`` or a count of 1-32 (also as text, e.g. from a command line); else ValueError."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        if not text.isdigit():
+            raise ValueError(f"speakers must be 'auto' or a number of speakers, got {value!r:.40}")
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 32:
+        raise ValueError(f"speakers must be 'auto' or a number from 1 to 32, got {value!r:.40}")
+    return value
+
+
 def speaker_at(turns: list[SpeakerTurn], start: float, end: float) -> str | None:
     """The speaker who overlaps ``[start, end]`` most; the nearest turn when none overlaps."""
     if not turns:
