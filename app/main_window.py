@@ -217,6 +217,7 @@ class MainWindow(QMainWindow):
         panel.table.selectionModel().currentRowChanged.connect(self._queue_row_changed)
         self.history_panel.transcript_selected.connect(self._show_history_transcript)
         self.transcript_view.segment_edited.connect(self._segment_edited)
+        self.transcript_view.speakers_edited.connect(self._speakers_edited)
         self.queue.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
@@ -327,6 +328,20 @@ class MainWindow(QMainWindow):
         rec = self.history.get_file(file_id)
         self.history_panel.add(file_id, rec.path, rec.finished_at, transcript, edited=True)
         self.statusBar().showMessage("Edit saved", 3000)
+
+    def _speakers_edited(self, file_id: int):
+        """Speakers renamed, merged or reassigned in the view: store the transcript as shown."""
+        import copy
+
+        transcript = copy.deepcopy(self.transcript_view.model.transcript)
+        self.history.save_transcript(file_id, transcript, edited=True)
+        item = self.queue.model.item(file_id)
+        if item is not None:
+            item.transcript = transcript
+        rec = self.history.get_file(file_id)
+        if rec is not None:
+            self.history_panel.add(file_id, rec.path, rec.finished_at, transcript, edited=True)
+        self.statusBar().showMessage("Speakers saved", 3000)
 
     def selected_transcripts(self) -> list[tuple[str, object]]:
         """(source path, transcript) for the selected finished files, else the one shown."""

@@ -21,7 +21,8 @@ from app.player import Player
 from app.queue_model import format_duration
 from app.search_bar import SearchBar
 from app.transcript_delegate import SegmentTextDelegate
-from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
+from app.speakers_panel import SpeakersPanel
+from app.transcript_model import COL_SPEAKER, COL_TEXT, COL_TIME, TranscriptModel, format_time
 
 
 class SegmentTable(QTableView):
@@ -42,6 +43,8 @@ class SegmentTable(QTableView):
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_TIME, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(COL_TEXT, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(COL_SPEAKER, QHeaderView.ResizeMode.ResizeToContents)
+        header.moveSection(COL_SPEAKER, 1)     # time, speaker, text
         self.text_delegate = SegmentTextDelegate(self)
         self.setItemDelegateForColumn(COL_TEXT, self.text_delegate)
         self._relayout = QTimer(self, singleShot=True, interval=60)
@@ -65,6 +68,7 @@ NO_SPEECH = ("No speech found in this file. If there is speech, try another lang
 class TranscriptView(QWidget):
     segment_edited = Signal(int, int, str)  # file id, segment index, text
     models_requested = Signal()             # the "Choose a model…" button
+    speakers_edited = Signal(int)           # file id: speakers renamed, merged or reassigned
 
     def __init__(self, player: Player | None = None, parent=None):
         super().__init__(parent)
@@ -127,6 +131,10 @@ class TranscriptView(QWidget):
         layout.addWidget(self.search_bar)
         layout.addLayout(playback)
         layout.addWidget(self.stack, 1)
+        self.speakers = SpeakersPanel()
+        self.speakers.transcript_changed.connect(self._speakers_changed)
+        self.model.speakers_edited.connect(self._speakers_changed)
+        layout.addWidget(self.speakers)
         layout.addWidget(self.message)
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
 
@@ -179,7 +187,14 @@ class TranscriptView(QWidget):
                                     else self.placeholder)
         self.search.setEnabled(transcript is not None)
         self.play_button.setEnabled(transcript is not None and self.player.available)
+        self.speakers.set_transcript(file_id, self.model.transcript)
+        self.table.setColumnHidden(COL_SPEAKER, not any(s.speaker for s in self.model.segments))
         self._search(self.search.text())
+
+    def _speakers_changed(self, file_id: int) -> None:
+        self.model.refresh()
+        self.speakers.refresh()
+        self.speakers_edited.emit(file_id)
 
     def _search(self, text: str):
         self._matches = self.model.set_search(text)
