@@ -222,6 +222,9 @@ class MainWindow(QMainWindow):
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
         worker = self.client.worker
+        from app.speaker_setup import speakers_setting
+
+        worker.speakers = speakers_setting(self.settings)
         worker.model_loading.connect(self._model_loading)
         worker.model_loaded.connect(self._model_loaded)
         worker.model_failed.connect(self._model_failed)

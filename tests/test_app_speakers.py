@@ -52,3 +52,17 @@ def test_no_speaker_column_without_speakers(qtbot):
     qtbot.addWidget(view)
     view.show_transcript(1, Transcript("Hi.", "English", 1.0, [Segment(0, 1, "Hi.")]), "", "a.wav")
     assert view.table.isColumnHidden(COL_SPEAKER) and not view.speakers.isVisibleTo(view)
+
+
+def test_the_settings_default_for_speakers(tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.settings import Settings
+    from app.speaker_setup import speakers_setting
+
+    qs = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    settings = Settings(qs)
+    assert speakers_setting(settings) is None                 # off by default
+    for stored, expected in (("auto", "auto"), ("3", 3), ("many", None), ("0", None)):
+        qs.setValue("transcribe/speakers", stored)
+        assert speakers_setting(settings) == expected
