@@ -66,6 +66,30 @@ def silhouette(emb: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> floa
     return float((s * w).sum() / w.sum())
 
 
+def _fixed_count(emb: np.ndarray, w: np.ndarray, num: int, min_share: float) -> np.ndarray:
+    """``num`` clusters. Merging is stopped at each count from ``num`` to ``num + 6``; the
+    ``num`` largest clusters of each keep their centroids and every window goes to the
+    nearest; the grouping with the best silhouette wins. So an odd window (a cough, a window
+    straddling two voices) never takes a speaker's place, and a speaker with little speech
+    is not swallowed by a close voice."""
+    counts = set(range(num, min(num + 6, len(emb)) + 1))
+    best, best_score = None, -np.inf
+    for k, lab in sorted(_agglomerate(emb, w, counts).items()):
+        share = np.array([w[lab == c].sum() for c in range(k)])
+        big = np.argsort(-share)[:num]
+        cent = _unit(np.stack([(emb[lab == c] * w[lab == c, None]).sum(0) for c in big]))
+        labels = np.argmax(emb @ cent.T, axis=1)
+        for _ in range(3):
+            if len(set(labels.tolist())) < num:
+                break
+            cent = _centroids(emb, w, labels)
+            labels = np.argmax(emb @ cent.T, axis=1)
+        score = silhouette(emb, labels, w) if len(set(labels.tolist())) == num else -np.inf
+        if score > best_score:
+            best, best_score = labels, score
+    return best if best is not None else np.zeros(len(emb), int)
+
+
 def _centroids(emb: np.ndarray, weights: np.ndarray, labels: np.ndarray) -> np.ndarray:
     k = labels.max() + 1
     return _unit(np.stack([(emb[labels == c] * weights[labels == c, None]).sum(0) for c in range(k)]))
@@ -97,8 +121,7 @@ def cluster(embeddings: np.ndarray, weights=None, num_speakers: int | None = Non
     pick = np.arange(n) if n <= MAX_DIRECT else np.linspace(0, n - 1, MAX_DIRECT).astype(int)
     labels = np.zeros(n, int)
     if num_speakers:
-        labels[pick] = _agglomerate(emb[pick], w[pick], {min(num_speakers, len(pick))})[min(num_speakers,
-                                                                                          len(pick))]
+        labels[pick] = _fixed_count(emb[pick], w[pick], min(num_speakers, len(pick)), min_share)
     else:                              # the count whose clusters are best separated
         options = _agglomerate(emb[pick], w[pick], set(range(1, min(max_speakers, len(pick)) + 1)))
         scores = {k: silhouette(emb[pick], lab, w[pick]) for k, lab in options.items() if k > 1}
