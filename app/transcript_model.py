@@ -194,7 +194,9 @@ class TranscriptModel(QAbstractTableModel):
         if not self.search:
             return 0
         needle = self.search.lower()
-        return sum(seg.text.lower().count(needle) for seg in self.segments)
+        return sum(seg.text.lower().count(needle)
+                   + bool(seg.speaker and needle in display_name(self.transcript, seg.speaker).lower())
+                   for seg in self.segments)
 
     def matching_rows(self) -> list[int]:
         if not self.search:

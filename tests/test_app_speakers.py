@@ -31,7 +31,7 @@ def test_speaker_column_rename_merge_and_search(qtbot):
     view.speakers.rename("Alice")
     assert [model.index(r, COL_SPEAKER).data() for r in range(3)] == ["Alice", "S2", "Alice"]
     assert edits == [7] and model.transcript.speaker_names == {"S1": "Alice"}
-    assert model.set_search("alice") == [0, 2]
+    assert model.set_search("alice") == [0, 2] and model.match_count() == 2
 
     assert model.setData(model.index(1, COL_SPEAKER), "Alice")          # one segment to another speaker
     assert model.transcript.segments[1].speaker == "S1" and edits == [7, 7]
