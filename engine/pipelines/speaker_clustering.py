@@ -1,9 +1,11 @@
 """Grouping speaker embeddings into speakers: average-linkage clustering on cosine similarity.
 
-With a fixed count the merging stops at that many clusters; with ``None`` it stops when the
-two closest clusters are less similar than ``threshold``. Clusters holding less than
-``min_share`` of the speech are then folded into their nearest neighbour (a cough, a laugh,
-a window straddling two voices), and every window is assigned to its nearest centroid.
+Embeddings are first centred on the file's mean voice. With a fixed count N, the merging is
+stopped at N..N+6 clusters, the N biggest keep their centroids, and the grouping with the best
+silhouette wins. With ``None``, the count (1-8) with the best silhouette is taken, one speaker
+when none beats ``threshold``; clusters holding less than ``min_share`` of the speech are folded
+into their nearest neighbour (a cough, a laugh, a window straddling two voices). Every window
+then goes to its nearest centroid, refined a few times.
 """
 from __future__ import annotations
 
