@@ -243,10 +243,14 @@ class MainWindow(ExportCommands, QMainWindow):
         self.transcript_view.segment_edited.connect(self.edits.edit)
         self.edits.saved.connect(self._edit_saved)
         self.edits.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
+        self.transcript_view.speakers_edited.connect(self._speakers_edited)
         self.queue.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
         worker = self.client.worker
+        from app.speaker_setup import speakers_setting
+
+        worker.speakers = speakers_setting(self.settings)
         worker.model_loading.connect(self._model_loading)
         worker.model_loaded.connect(self._model_loaded)
         worker.model_failed.connect(self._model_failed)
@@ -387,6 +391,20 @@ class MainWindow(ExportCommands, QMainWindow):
         rec = self.history.get_file(file_id)
         self.history_panel.add(file_id, rec.path, rec.finished_at, transcript, edited=True)
         self.statusBar().showMessage("Edit saved", 3000)
+
+    def _speakers_edited(self, file_id: int):
+        """Speakers renamed, merged or reassigned in the view: store the transcript as shown."""
+        import copy
+
+        transcript = copy.deepcopy(self.transcript_view.model.transcript)
+        self.history.save_transcript(file_id, transcript, edited=True)
+        item = self.queue.model.item(file_id)
+        if item is not None:
+            item.transcript = transcript
+        rec = self.history.get_file(file_id)
+        if rec is not None:
+            self.history_panel.add(file_id, rec.path, rec.finished_at, transcript, edited=True)
+        self.statusBar().showMessage("Speakers saved", 3000)
 
     def selected_transcripts(self) -> list[tuple[str, object]]:
         """(source path, transcript) for the selected finished files, else the one shown."""

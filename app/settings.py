@@ -35,6 +35,7 @@ CONTEXT = Key("transcribe/context", "")
 WORD_TIMESTAMPS = Key("transcribe/word_timestamps", True)
 PARALLEL_FILES = Key("transcribe/parallel_files", 4)
 MAX_CHUNK_SECONDS = Key("transcribe/max_chunk_seconds", 0)   # 0 = automatic (engine default)
+SPEAKERS = Key("transcribe/speakers", "off")   # "off", "auto" or a count: label who speaks
 MAX_LINE_CHARS = Key("cues/max_line_chars", 42)
 MAX_LINES = Key("cues/max_lines", 2)
 MIN_DURATION = Key("cues/min_duration", 1.0)

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 
 from app.transcript_notes import ALIGNED_TIP, ESTIMATED_MARK, ESTIMATED_TIP, is_estimated
+from app.speaker_cells import set_speaker_by_name, speaker_data
+from engine.text.speakers import display_name
 
 COL_TIME, COL_TEXT = 0, 1
+COL_SPEAKER = 2   # shown between time and text (the view moves it); hidden without speakers
 WordSpansRole = Qt.ItemDataRole.UserRole + 10
 PlayingWordRole = Qt.ItemDataRole.UserRole + 11   # word index playing in this row, -1 none, -2 whole row
 SearchRole = Qt.ItemDataRole.UserRole + 12
@@ -68,6 +71,7 @@ def format_span(start: float, end: float) -> str:
 
 class TranscriptModel(QAbstractTableModel):
     segment_edited = Signal(int, int, str)  # file id, segment index, new text
+    speakers_edited = Signal(int)           # file id: a segment's speaker changed
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -94,17 +98,19 @@ class TranscriptModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.segments)
 
     def columnCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else 2
+        return 0 if parent.isValid() else 3
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return ("Time", "Text")[section]
+            return ("Time", "Text", "Speaker")[section]
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
         row, seg = index.row(), self.segments[index.row()]
+        if index.column() == COL_SPEAKER:
+            return speaker_data(self.transcript, seg, role)
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             if index.column() != COL_TIME:
                 return seg.text
@@ -126,11 +132,18 @@ class TranscriptModel(QAbstractTableModel):
     def flags(self, index):
         flags = super().flags(index)
         # No file id: a running file's lines so far, with no stored transcript to save to.
-        if index.isValid() and index.column() == COL_TEXT and self.file_id is not None:
+        if index.isValid() and index.column() in (COL_TEXT, COL_SPEAKER) and self.file_id is not None:
             flags |= Qt.ItemFlag.ItemIsEditable
         return flags
 
     def setData(self, index, value, role=Qt.ItemDataRole.EditRole):
+        if role == Qt.ItemDataRole.EditRole and index.column() == COL_SPEAKER:
+            if not set_speaker_by_name(self.transcript, index.row(), str(value)):
+                return False
+            self.dataChanged.emit(index, index)
+            if self.file_id is not None:
+                self.speakers_edited.emit(self.file_id)
+            return True
         if role != Qt.ItemDataRole.EditRole or index.column() != COL_TEXT:
             return False
         text = str(value).strip()
@@ -149,7 +162,12 @@ class TranscriptModel(QAbstractTableModel):
         if 0 <= row < self.rowCount():
             self.transcript.segments[row] = copy.deepcopy(segment)
             self._spans.pop(row, None)
-            self.dataChanged.emit(self.index(row, 0), self.index(row, 1))
+            self.dataChanged.emit(self.index(row, 0), self.index(row, 2))
+
+    def refresh(self) -> None:
+        """Repaint every row (speakers renamed or merged in the transcript shown)."""
+        if self.rowCount():
+            self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, 2))
 
     def spans(self, row: int) -> list[WordSpan]:
         if row not in self._spans:
@@ -191,7 +209,9 @@ class TranscriptModel(QAbstractTableModel):
         if not self.search:
             return 0
         needle = self.search.lower()
-        return sum(seg.text.lower().count(needle) for seg in self.segments)
+        return sum(seg.text.lower().count(needle)
+                   + bool(seg.speaker and needle in display_name(self.transcript, seg.speaker).lower())
+                   for seg in self.segments)
 
     def occurrences(self) -> list[tuple[int, int]]:
         """(row, character offset) of every occurrence of the search text, in reading order."""
@@ -209,4 +229,5 @@ class TranscriptModel(QAbstractTableModel):
         if not self.search:
             return []
         needle = self.search.lower()
-        return [row for row, seg in enumerate(self.segments) if needle in seg.text.lower()]
+        return [row for row, seg in enumerate(self.segments) if needle in seg.text.lower()
+                or (seg.speaker and needle in display_name(self.transcript, seg.speaker).lower())]

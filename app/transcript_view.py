@@ -22,7 +22,8 @@ from app.player import Player
 from app.queue_model import format_duration
 from app.search_bar import SearchBar
 from app.transcript_delegate import SegmentTextDelegate
-from app.transcript_model import COL_TEXT, COL_TIME, TranscriptModel, format_time
+from app.speakers_panel import SpeakersPanel
+from app.transcript_model import COL_SPEAKER, COL_TEXT, COL_TIME, TranscriptModel, format_time
 from app.transcript_notes import audio_missing_reason, notes_text
 from app.view_prefs import SPEEDS, clamp_font, speed_text
 
@@ -45,6 +46,8 @@ class SegmentTable(QTableView):
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_TIME, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(COL_TEXT, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(COL_SPEAKER, QHeaderView.ResizeMode.ResizeToContents)
+        header.moveSection(COL_SPEAKER, 1)     # time, speaker, text
         self.text_delegate = SegmentTextDelegate(self)
         self.setItemDelegateForColumn(COL_TEXT, self.text_delegate)
         self._relayout = QTimer(self, singleShot=True, interval=60)
@@ -69,6 +72,7 @@ class TranscriptView(QWidget):
     segment_edited = Signal(int, int, str)  # file id, segment index, text
     rate_changed = Signal(float)            # playback speed chosen
     models_requested = Signal()             # the "Choose a model…" button
+    speakers_edited = Signal(int)           # file id: speakers renamed, merged or reassigned
 
     def __init__(self, player: Player | None = None, parent=None):
         super().__init__(parent)
@@ -159,6 +163,10 @@ class TranscriptView(QWidget):
         layout.addLayout(playback)
         layout.addWidget(self.notes_label)
         layout.addWidget(self.stack, 1)
+        self.speakers = SpeakersPanel()
+        self.speakers.transcript_changed.connect(self._speakers_changed)
+        self.model.speakers_edited.connect(self._speakers_changed)
+        layout.addWidget(self.speakers)
         layout.addWidget(self.message)
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self.search.setFocus)
 
@@ -225,7 +233,14 @@ class TranscriptView(QWidget):
         self.search.setEnabled(transcript is not None)
         self.play_button.setEnabled(transcript is not None and not self.audio_missing)
         self.play_button.setToolTip(self.audio_missing or self.play_tip)
+        self.speakers.set_transcript(file_id, self.model.transcript)
+        self.table.setColumnHidden(COL_SPEAKER, not any(s.speaker for s in self.model.segments))
         self._search(self.search.text())
+
+    def _speakers_changed(self, file_id: int) -> None:
+        self.model.refresh()
+        self.speakers.refresh()
+        self.speakers_edited.emit(file_id)
 
     def _search(self, text: str):
         self.model.set_search(text)

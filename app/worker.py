@@ -98,6 +98,7 @@ class EngineWorker(QObject):
         self._loader = loader or _default_loader
         self.engine = None
         self._requests: dict[int, _Request] = {}
+        self.speakers = None     # None, "auto" or a count: files submitted from now on get speaker labels
         self._streams: dict[int, _StreamState] = {}
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
@@ -214,10 +215,15 @@ class EngineWorker(QObject):
             if request.job is not None:
                 continue
             try:
+                extra = {}
+                if self.speakers is not None:     # app/speaker_setup.py: the model from the data folder
+                    from app.speaker_setup import prepare_speakers
+
+                    extra["speakers"] = prepare_speakers(self.engine, self.speakers)
                 request.job = self.engine.submit_file(
                     request.path, language=request.language, context=request.context,
                     word_timestamps=request.word_timestamps,
-                    max_chunk_seconds=request.max_chunk_seconds)
+                    max_chunk_seconds=request.max_chunk_seconds, **extra)
             except Exception as exc:
                 self._requests.pop(job_id, None)
                 self.job_failed.emit(job_id, _file_error(request.path, exc))

@@ -65,7 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     cues.add_argument("--min-cue-seconds", type=float, help="shortest cue, in seconds (default 1.0)")
     cues.add_argument("--max-cue-seconds", type=float, help="longest cue, in seconds (default 7.0)")
     cues.add_argument("--cue-gap-seconds", type=float, help="gap between cues, in seconds (default 0.08)")
+    t.add_argument("--speakers", type=_speakers, metavar="N|auto",
+                   help="label who speaks: a number of speakers, or auto to find it (default: no labels)")
+    t.add_argument("--speaker-model", metavar="PATH",
+                   help="GE2E speaker model weights (pretrained.pt); default: the installed or downloaded one")
     return parser
+
+
+def _speakers(value: str):
+    from engine.text.speakers import check_speakers
+
+    try:
+        return check_speakers(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _resolve_model(name: str) -> str:
@@ -201,6 +214,15 @@ def transcribe_command(args) -> int:
     except Exception as e:  # a model folder can break a library in any way: still one line, never a traceback
         print(f"error: cannot load the model in {args.model}: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
+    if getattr(args, "speakers", None) is not None:
+        from engine.network.speaker_encoder import find_weights
+        from modelhub.speaker_model import speaker_models_dir
+
+        try:
+            eng.speaker_model = str(find_weights(args.speaker_model, data_dir=speaker_models_dir()))
+        except (OSError, ValueError) as e:
+            print(f"error: {_one_line(e)}", file=sys.stderr)
+            return 2
     if not args.quiet:
         weights = ", int8 weights" if getattr(eng, "quantize", None) else ""
         weights += ", compact weights" if getattr(eng.net, "compact_projections", 0) else ""
@@ -211,8 +233,9 @@ def transcribe_command(args) -> int:
     for name in files:
         try:
             jobs.append(eng.submit_file(name, language=args.language, context=args.context, word_timestamps=words,
-                                        max_chunk_seconds=args.max_chunk_seconds))
-        except ValueError as e:
+                                        max_chunk_seconds=args.max_chunk_seconds,
+                                        speakers=getattr(args, "speakers", None)))
+        except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     bar = ProgressBar(len(jobs), not args.quiet)
@@ -248,7 +271,12 @@ def transcribe_command(args) -> int:
             for note in job.transcript.notes:
                 print(f"note: {job.source}: {note}", file=sys.stderr)
             if args.format == ["txt"] and args.output_dir is None and not args.quiet:
-                print(job.transcript.text)
+                if getattr(args, "speakers", None) is not None:
+                    from engine.text.exports import to_txt
+
+                    print(to_txt(job.transcript), end="")
+                else:
+                    print(job.transcript.text)
         if len(written) == len(jobs):
             break
     bar.show(len(jobs), "done")

@@ -91,14 +91,20 @@ class Engine(EngineCore):
                                                   ignore_eos=ignore_eos, repetition_guard=repetition_guard))
 
     def submit_file(self, source, *, language=None, context: str = "", word_timestamps: bool = False,
-                    priority: int = 0, max_chunk_seconds: float | None = None):
-        """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``."""
+                    priority: int = 0, max_chunk_seconds: float | None = None, speakers=None):
+        """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``.
+
+        ``speakers``: None (no labels), ``"auto"`` or a count: label who speaks (engine.pipelines.diarize)."""
         from engine.pipelines.file_job import FileJob, array_job
 
         options = dict(language=args.check_language(language), context=args.check_context(context),
                        word_timestamps=args.check_flag(word_timestamps, "word_timestamps"),
                        priority=args.check_priority(priority),
                        max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad)
+        if speakers is not None:
+            from engine.text.speakers import check_speakers
+
+            options["speakers"] = check_speakers(speakers)
         if isinstance(source, bytes):
             source = os.fsdecode(source)   # a bytes path, as os functions accept them
         if isinstance(source, (str, Path)):
@@ -143,11 +149,13 @@ class Engine(EngineCore):
         return parse_output(decode_text(self.tokenizer, request.token_ids), request.language)
 
     def transcribe(self, audio, *, language=None, context: str = "", word_timestamps: bool = False,
-                   progress=None, max_chunk_seconds: float | None = None):
-        """Transcribe a whole file or array; its speech chunks run as one batch. Returns a Transcript."""
+                   progress=None, max_chunk_seconds: float | None = None, speakers=None):
+        """Transcribe a whole file or array; its speech chunks run as one batch. Returns a Transcript.
+
+        ``speakers="auto"`` or a count labels every segment and word with its speaker."""
         args.check_progress(progress)
         job = self.submit_file(audio, language=language, context=context, word_timestamps=word_timestamps,
-                               max_chunk_seconds=max_chunk_seconds)
+                               max_chunk_seconds=max_chunk_seconds, speakers=speakers)
         while not job.finished:
             self.step()
             if progress is not None:

@@ -41,6 +41,7 @@ class StreamingChunker:
         self._buf = np.zeros(0, np.float32)
         self._offset = 0          # file index of self._buf[0]
         self._sent = 0            # chunks already returned
+        self.regions: list[tuple[int, int]] = []   # closed padded speech regions (for the diarizer)
 
     @property
     def buffered_samples(self) -> int:
@@ -60,6 +61,7 @@ class StreamingChunker:
         for p in self._probs.push(arr):
             region = self._tracker.step(float(p))
             if region:
+                self.regions.append(region)
                 self._planner.region(*region)
         self._advance()
         return self._collect(trim=True)
@@ -70,9 +72,11 @@ class StreamingChunker:
         for p in self._probs.flush():
             region = self._tracker.step(float(p))
             if region:
+                self.regions.append(region)
                 self._planner.region(*region)
         region = self._tracker.finish(length)
         if region:
+            self.regions.append(region)
             self._planner.region(*region)
         self._planner.finish()
         out = self._collect(trim=False)

@@ -42,7 +42,7 @@ class FileJob:
 
     def __init__(self, engine, source, *, language=None, context: str = "", word_timestamps: bool = False,
                  priority: int = 0, max_chunk_seconds: float | None = None, use_vad: bool = True,
-                 block_seconds: float = 30.0, samples: np.ndarray | None = None):
+                 block_seconds: float = 30.0, samples: np.ndarray | None = None, speakers=None):
         from engine.text.prompt import language_name
 
         self.id = next(_job_ids)
@@ -74,6 +74,13 @@ class FileJob:
         self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
         self._transcribed = 0              # samples of finished chunks
+        # speakers: None (not labelled), "auto" or a count; the diarizer loads its model here, so a
+        # missing speaker model fails the submit, not the file
+        from engine.pipelines.diarize import file_diarizer
+
+        self.speakers = speakers
+        self.diarizer = file_diarizer(engine, speakers) if speakers is not None else None
+        self.diarize_seconds = 0.0
 
     # ------------------------------------------------------------------ public
     @property
@@ -173,6 +180,8 @@ class FileJob:
         self._blocks = self._chunker = None
         self._inflight, self._align, self._segments = [], [], []
         self._decoded = self._transcribed = 0
+        if self.diarizer is not None:
+            self.diarizer.reset()
         self._done_decoding = False
         self.notes.clear()
         self.words_problems.clear()
@@ -222,6 +231,10 @@ class FileJob:
                 self._pending_audio.append(block)
                 chunks = []
         for chunk, samples in chunks:
+            if self.diarizer is not None:
+                t0 = time.perf_counter()
+                self.diarizer.add_chunk(samples, chunk.start, chunk.end, self._chunker)
+                self.diarize_seconds += time.perf_counter() - t0
             self._submit_chunk(chunk.start, chunk.end, samples)
 
     def _quiet_point_chunks(self):
@@ -280,6 +293,10 @@ class FileJob:
         note = words_note(self.engine, self._segments, self.words_problems) if self.word_timestamps else ""
         self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
         self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track
+        if self.diarizer is not None:
+            t0 = time.perf_counter()
+            self.diarizer.label(self.transcript)
+            self.diarize_seconds += time.perf_counter() - t0
         self.state = "done"
         self._chunker = None
         release_freed_memory()    # else the heap grows with the number of files (engine/serving/heap.py)

@@ -22,6 +22,8 @@ from typing import Callable
 
 from engine.text.cues import CueOptions, build_cues, words_by_line
 from engine.text.joining import clean_text, glue
+from engine.text.speaker_exports import json_speakers, speaker_cues, txt_blocks
+from engine.text.speakers import has_speakers
 from engine.text.types import Transcript
 
 
@@ -64,12 +66,20 @@ def escape_vtt(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _cues(transcript: Transcript, options: CueOptions | None):
+    """(cue, speaker name or "") pairs; with speakers, no cue mixes two of them."""
+    if has_speakers(transcript):
+        return speaker_cues(transcript, options)
+    return [(cue, "") for cue in build_cues(transcript, options)]
+
+
 def to_srt(transcript: Transcript, options: CueOptions | None = None) -> str:
-    """SubRip subtitles: numbered cues with ``HH:MM:SS,mmm`` times."""
+    """SubRip subtitles: numbered cues with ``HH:MM:SS,mmm`` times (``Name: `` first when
+    speakers are labelled)."""
     blocks = []
-    for n, cue in enumerate(build_cues(transcript, options), 1):
+    for n, (cue, name) in enumerate(_cues(transcript, options), 1):
         times = f"{format_timestamp(cue.start, ',')} --> {format_timestamp(cue.end, ',')}"
-        blocks.append(f"{n}\n{times}\n{cue.text}\n")
+        blocks.append(f"{n}\n{times}\n{name + ': ' if name else ''}{cue.text}\n")
     return "\n".join(blocks)
 
 
@@ -94,10 +104,13 @@ def _karaoke_lines(cue) -> list[str]:
 
 def to_vtt(transcript: Transcript, options: CueOptions | None = None,
            karaoke: bool = False) -> str:
-    """WebVTT subtitles; ``karaoke=True`` adds per-word timestamps inside each cue."""
+    """WebVTT subtitles; ``karaoke=True`` adds per-word timestamps inside each cue; speakers
+    are voice tags (``<v Name>``)."""
     blocks = ["WEBVTT\n"]
-    for cue in build_cues(transcript, options):
+    for cue, name in _cues(transcript, options):
         lines = _karaoke_lines(cue) if karaoke else [escape_vtt(line) for line in cue.lines]
+        if name and lines:
+            lines[0] = f"<v {escape_vtt(name)}>{lines[0]}"
         times = f"{format_timestamp(cue.start)} --> {format_timestamp(cue.end)}"
         blocks.append(times + "\n" + "\n".join(lines) + "\n")
     return "\n".join(blocks)
@@ -132,11 +145,16 @@ def to_json(transcript: Transcript) -> str:
             for seg in transcript.segments
         ],
     }
+    if has_speakers(transcript):
+        data = json_speakers(transcript, data)
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
 def to_txt(transcript: Transcript, timestamps: bool = False) -> str:
-    """Plain text, one segment per line; ``timestamps=True`` prefixes ``[start --> end]``."""
+    """Plain text, one segment per line; ``timestamps=True`` prefixes ``[start --> end]``.
+    With speakers: a ``Name: text`` paragraph per speaker turn."""
+    if has_speakers(transcript):
+        return txt_blocks(transcript, timestamps, format_timestamp)
     lines = []
     for seg in transcript.segments:
         text = clean_text(seg.text)
