@@ -42,7 +42,7 @@ def main() -> None:
     plain = engine.load(ASR_DIR, device="cpu", dtype="float32")
     timed = engine.load(ASR_DIR, device="cpu", dtype="float32", aligner=ALIGNER_DIR)
     print("| file | sentences | same text | no aligner: median / p90 start error (s) | aligner: median / p90 "
-          "(s) | zero-length words | estimated chunks (aligner) | cue breaks no aligner / aligner |")
+          "(s) | zero-length words | estimated segments (aligner) | cue breaks no aligner / aligner |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for minutes in args.minutes:
