@@ -69,7 +69,7 @@ class FileJob:
         self._chunker = None
         self._decoded = 0                  # samples decoded so far
         self._done_decoding = False
-        self._inflight: list[tuple] = []   # (start, end, samples, request, speech islands in seconds)
+        self._inflight: list[tuple] = []   # (start, end, samples, speech islands in seconds, request)
         self._align = None                 # SentenceAligner, once a chunk's sentences are being aligned
         self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
@@ -220,15 +220,15 @@ class FileJob:
     def _submit_chunk(self, start: int, end: int, samples: np.ndarray, speech=()) -> None:
         req = self.engine.submit(samples, language=self.language, context=self.context, priority=self.priority)
         islands = [(a / SAMPLE_RATE, b / SAMPLE_RATE) for a, b in speech] or [(start / SAMPLE_RATE, end / SAMPLE_RATE)]
-        self._inflight.append((start, end, samples if self.word_timestamps else None, req, islands))
+        self._inflight.append((start, end, samples if self.word_timestamps else None, islands, req))
 
     def _collect(self) -> None:
         from engine.text.placement import place_sentences
 
         still = []
-        for start, end, samples, req, islands in self._inflight:
+        for start, end, samples, islands, req in self._inflight:
             if not req.finished:
-                still.append((start, end, samples, req, islands))
+                still.append((start, end, samples, islands, req))
                 continue
             if req.error:
                 raise RuntimeError(req.error)

@@ -61,6 +61,8 @@ class SentenceAligner:
             after = sentences[i + 1].start if i + 1 < len(sentences) else chunk_end + MARGIN
             a = max(chunk_start, sent.start - min(MARGIN, max(MIN_MARGIN, (sent.start - before) / 2)))
             b = min(chunk_end, sent.end + min(MARGIN, max(MIN_MARGIN, (after - sent.end) / 2)))
+            if len(sentences) == 1:      # a chunk of one sentence is its own stretch
+                a, b = chunk_start, chunk_end
             lo, hi = int(round((a - chunk_start) * SAMPLE_RATE)), int(round((b - chunk_start) * SAMPLE_RATE))
             if hi - lo < SAMPLE_RATE // 10:
                 continue
