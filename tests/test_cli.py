@@ -107,7 +107,11 @@ def test_json_holds_segments_words_and_metadata(run, inputs, tiny_model_dir, ste
     assert data["text"] == " ".join(s["text"] for s in data["segments"])
     for seg in data["segments"]:
         assert 0.0 <= seg["start"] < seg["end"] <= duration
-        assert seg["words"], "an aligner was given, so every segment has words"
+        # the random aligner's guesses may fail the checks: then the segment says its times are estimates
+        assert seg["timing"] == ("aligned" if seg["words"] else "estimated")
+        if not seg["words"]:
+            assert any("could not be aligned" in n for n in data["notes"])
+            continue
         times = [t for w in seg["words"] for t in (w["start"], w["end"])]
         assert times == sorted(times) and seg["start"] <= times[0] and times[-1] <= seg["end"]
         assert " ".join(" ".join(w["text"] for w in seg["words"]).split()) == " ".join(seg["text"].split())

@@ -9,7 +9,7 @@ file pushed block by block give bit-identical probabilities and identical chunks
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,10 +21,15 @@ ENERGY_HOP = 160      # 10 ms hop between candidate cut points
 
 @dataclass(frozen=True)
 class Chunk:
-    """A stretch of the file to transcribe as one unit: samples ``[start, end)``."""
+    """A stretch of the file to transcribe as one unit: samples ``[start, end)``.
+
+    ``speech`` holds the ``(start, end)`` sample ranges the VAD heard as speech inside it (padded
+    regions clipped to the chunk), when the chunk was cut by VAD; the pauses between them are where
+    sentence times without an aligner may not go."""
 
     start: int
     end: int
+    speech: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
 
 def _as_audio(audio) -> np.ndarray:

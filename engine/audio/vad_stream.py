@@ -5,6 +5,7 @@ scoring in engine.audio.silero.
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 import numpy as np
@@ -42,6 +43,7 @@ class StreamingChunker:
         self._offset = 0          # file index of self._buf[0]
         self._sent = 0            # chunks already returned
         self.regions: list[tuple[int, int]] = []   # closed padded speech regions (for the diarizer)
+        self._regions: list[tuple[int, int]] = []   # closed speech regions not yet behind every chunk
 
     @property
     def buffered_samples(self) -> int:
@@ -62,6 +64,7 @@ class StreamingChunker:
             region = self._tracker.step(float(p))
             if region:
                 self.regions.append(region)
+                self._regions.append(region)
                 self._planner.region(*region)
         self._advance()
         return self._collect(trim=True)
@@ -73,10 +76,12 @@ class StreamingChunker:
             region = self._tracker.step(float(p))
             if region:
                 self.regions.append(region)
+                self._regions.append(region)
                 self._planner.region(*region)
         region = self._tracker.finish(length)
         if region:
             self.regions.append(region)
+            self._regions.append(region)
             self._planner.region(*region)
         self._planner.finish()
         out = self._collect(trim=False)
@@ -91,11 +96,23 @@ class StreamingChunker:
             self._planner.open_region(tr.padded_start(), tr.end_bound())
         self._planner.horizon((tr.start if tr.start is not None else tr.position) - tr.pad)
 
+    def _with_speech(self, chunk: Chunk) -> Chunk:
+        """``chunk`` with the speech regions inside it (a region still open counts up to now)."""
+        regions = list(self._regions)
+        tr = self._tracker
+        if tr.start is not None:
+            regions.append((tr.padded_start(), tr.position))
+        speech = tuple((max(a, chunk.start), min(b, chunk.end)) for a, b in regions
+                       if a < chunk.end and b > chunk.start)
+        return dataclasses.replace(chunk, speech=speech or ((chunk.start, chunk.end),))
+
     def _collect(self, trim: bool) -> list[tuple[Chunk, np.ndarray]]:
         """Pair new chunks with their samples and drop audio no longer needed."""
         new = self._planner.done[self._sent:]
         self._sent = len(self._planner.done)
-        out = [(c, self._slice(c.start, c.end).copy()) for c in new]
+        out = [(self._with_speech(c), self._slice(c.start, c.end).copy()) for c in new]
+        if new:   # regions wholly before the last chunk's end belong to no later chunk
+            self._regions = [r for r in self._regions if r[1] > new[-1].end]
         if trim:
             tr, cur = self._tracker, self._planner.cur
             keep = (tr.start if tr.start is not None else tr.position) - tr.pad

@@ -53,7 +53,8 @@ class FileJob:
         self.word_timestamps = word_timestamps
         self.priority = priority
         self.use_vad = use_vad
-        self.max_chunk_seconds = max_chunk_seconds or (180.0 if word_timestamps and engine.aligner else 30.0)
+        # The same chunks with or without word timestamps: the aligner only times the recognised text.
+        self.max_chunk_seconds = max_chunk_seconds or 30.0
         self.block_seconds = block_seconds
         self._samples = samples            # audio already in memory (float32 16 kHz), else decode source
         self.state = "queued"
@@ -69,8 +70,8 @@ class FileJob:
         self._chunker = None
         self._decoded = 0                  # samples decoded so far
         self._done_decoding = False
-        self._inflight: list[tuple[int, int, np.ndarray, object]] = []   # (start, end, samples, request)
-        self._align: list[tuple[Segment, object]] = []
+        self._inflight: list[tuple] = []   # (start, end, samples, speech islands in seconds, request)
+        self._align = None                 # SentenceAligner, once a chunk's sentences are being aligned
         self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
         self._transcribed = 0              # samples of finished chunks
@@ -131,8 +132,8 @@ class FileJob:
             return
         for *_, req in self._inflight:
             req.cancel()
-        for _, req in self._align:
-            req.cancel()
+        if self._align:
+            self._align.cancel()
         self._close_blocks()
         self.state = "cancelled"
 
@@ -148,7 +149,7 @@ class FileJob:
             if not self._done_decoding and getattr(self.engine, "accepting_chunks", True):
                 self._decode_one_block()
             self._collect()
-            if self._done_decoding and not self._inflight and not self._align:
+            if self._done_decoding and not self._inflight and not (self._align and self._align.busy):
                 self._finish()
         except Exception as e:  # a broken file fails alone; the queue goes on
             limit = process_limit(e)
@@ -165,8 +166,8 @@ class FileJob:
     def fail(self, message: str) -> None:
         for *_, req in self._inflight:
             req.cancel()
-        for _, req in self._align:
-            req.cancel()
+        if self._align:
+            self._align.cancel()
         self._close_blocks()
         self.error, self.state = message, "failed"
 
@@ -174,11 +175,11 @@ class FileJob:
         """Back to the queue as a path, holding nothing; it starts afresh after another job finishes."""
         for *_, req in self._inflight:
             req.cancel()
-        for _, req in self._align:
-            req.cancel()
+        if self._align:
+            self._align.cancel()
         self._close_blocks()
         self._blocks = self._chunker = None
-        self._inflight, self._align, self._segments = [], [], []
+        self._inflight, self._align, self._segments = [], None, []
         self._decoded = self._transcribed = 0
         if self.diarizer is not None:
             self.diarizer.reset()
@@ -235,7 +236,7 @@ class FileJob:
                 t0 = time.perf_counter()
                 self.diarizer.add_chunk(samples, chunk.start, chunk.end, self._chunker)
                 self.diarize_seconds += time.perf_counter() - t0
-            self._submit_chunk(chunk.start, chunk.end, samples)
+            self._submit_chunk(chunk.start, chunk.end, samples, chunk.speech)
 
     def _quiet_point_chunks(self):
         from engine.audio.chunking import split_at_quiet_points
@@ -245,15 +246,18 @@ class FileJob:
         self._pending_audio = []
         return [(Chunk(a, b), audio[a:b]) for a, b in split_at_quiet_points(audio, self.max_chunk_seconds)]
 
-    def _submit_chunk(self, start: int, end: int, samples: np.ndarray) -> None:
+    def _submit_chunk(self, start: int, end: int, samples: np.ndarray, speech=()) -> None:
         req = self.engine.submit(samples, language=self.language, context=self.context, priority=self.priority)
-        self._inflight.append((start, end, samples if self.word_timestamps else None, req))
+        islands = [(a / SAMPLE_RATE, b / SAMPLE_RATE) for a, b in speech] or [(start / SAMPLE_RATE, end / SAMPLE_RATE)]
+        self._inflight.append((start, end, samples if self.word_timestamps else None, islands, req))
 
     def _collect(self) -> None:
+        from engine.text.placement import place_sentences
+
         still = []
-        for start, end, samples, req in self._inflight:
+        for start, end, samples, islands, req in self._inflight:
             if not req.finished:
-                still.append((start, end, samples, req))
+                still.append((start, end, samples, islands, req))
                 continue
             if req.error:
                 raise RuntimeError(req.error)
@@ -264,32 +268,26 @@ class FileJob:
             language, text = self.engine.decode(req)
             if not text:
                 continue
-            seg = Segment(start=start / SAMPLE_RATE, end=end / SAMPLE_RATE, text=text, language=language)
-            self._segments.append(seg)
+            chunk = Segment(start=start / SAMPLE_RATE, end=end / SAMPLE_RATE, text=text, language=language)
+            sentences = place_sentences(chunk, islands)      # estimated times, on the chunk's speech
+            self._segments += sentences
             if self.word_timestamps and self.engine.aligner is not None:
-                from engine.text.words import submit_alignment
+                if self._align is None:
+                    from engine.pipelines.sentence_alignment import SentenceAligner
 
-                req_align = submit_alignment(self.engine.aligner, samples, seg, self.words_problems)
-                if req_align is not None:
-                    self._align.append((seg, req_align))
+                    self._align = SentenceAligner(self.engine.aligner, self.words_problems)
+                self._align.submit(sentences, samples, chunk.start, islands)
         self._inflight = still
-        pending = []
-        for seg, req in self._align:
-            if not req.finished:
-                pending.append((seg, req))
-                continue
-            from engine.text.words import words_from_alignment
-
-            seg.words = words_from_alignment(self.engine.aligner, req, seg, self.words_problems)
-            if seg.words:
-                seg.timing = "aligned"
-        self._align = pending
+        if self._align:
+            self._align.collect()
 
     def _finish(self) -> None:
         from engine.text.transcript import make_transcript
         from engine.text.words import words_note
 
         self._segments.sort(key=lambda s: s.start)
+        if self._align:
+            self.notes += self._align.notes(self._segments)
         note = words_note(self.engine, self._segments, self.words_problems) if self.word_timestamps else ""
         self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
         self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track

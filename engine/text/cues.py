@@ -145,10 +145,35 @@ def _segment_tokens(transcript: Transcript, opts: CueOptions) -> list[_Tok]:
         if seg_toks:
             seg_toks[-1].score = BREAK_SENTENCE
         toks += seg_toks
+    toks = _attach_punctuation(toks, opts)
     for prev, tok in zip(toks, toks[1:]):
         if tok.timed:
             tok.glue = glue(prev.text, tok.text)
     return toks
+
+
+_TRAILING = frozenset(".,!?;:\u2026\u3002\uff01\uff1f\uff0c\u3001)]}\u00bb\u201d\u2019\"'")
+
+
+def _has_word(text: str) -> bool:
+    """False for a token of marks that only end or close something ("!", ",", "?\u201d")."""
+    return not all(c in _TRAILING for c in text)
+
+
+def _attach_punctuation(toks: list[_Tok], opts: CueOptions) -> list[_Tok]:
+    """Punctuation standing alone ("!", a stray comma) joins the word before it, so no cue is only
+    punctuation; with no word before, it is left out (a transcript rarely starts with ", ")."""
+    out: list[_Tok] = []
+    for tok in toks:
+        if _has_word(tok.text):
+            out.append(tok)
+        elif out:
+            prev = out[-1]
+            prev.text += tok.text
+            prev.score = max(prev.score, tok.score)
+            if tok.start - prev.end <= opts.max_gap:
+                prev.end = max(prev.end, tok.end)
+    return out
 
 
 def _time_limit(transcript: Transcript, toks: list[_Tok]) -> float:
@@ -175,12 +200,11 @@ def _sanitize(toks: list[_Tok], limit: float) -> None:
 
 
 def _runs(toks: list[_Tok], opts: CueOptions) -> list[list[_Tok]]:
-    """Split tokens where no cue may span: long silences and untimed segment edges."""
+    """Split tokens where no cue may span: long silences, and where word times start or stop."""
     runs: list[list[_Tok]] = []
     for tok in toks:
         prev = runs[-1][-1] if runs else None
-        if prev is None or tok.timed != prev.timed or (not tok.timed and tok.seg != prev.seg) \
-                or tok.start - prev.end > opts.max_gap:
+        if prev is None or tok.timed != prev.timed or tok.start - prev.end > opts.max_gap:
             runs.append([tok])
         else:
             runs[-1].append(tok)
@@ -251,6 +275,33 @@ def _group(run: list[_Tok], opts: CueOptions) -> list[list[_Tok]]:
         cur.append(tok)
     if cur:
         groups.append(cur)
+    return _join_small(groups, opts)
+
+
+def _join_small(groups: list[list[_Tok]], opts: CueOptions) -> list[list[_Tok]]:
+    """A one-word group, or one whose neighbours leave it no room for ``min_duration`` on screen,
+    joins the nearer neighbour (in time) when the joined cue still fits the line and duration rules."""
+    i = 0
+    while i < len(groups):
+        group = groups[i]
+        prev_end = groups[i - 1][-1].end if i else -math.inf
+        next_start = groups[i + 1][0].start if i + 1 < len(groups) else math.inf
+        room = (next_start - opts.min_gap) - (prev_end + opts.min_gap)
+        joined = False
+        if len(group) == 1 or room < opts.min_duration:
+            sides = []
+            if i:
+                sides.append((group[0].start - prev_end, i - 1))
+            if i + 1 < len(groups):
+                sides.append((next_start - group[-1].end, i + 1))
+            for _, j in sorted(sides):
+                a, b = min(i, j), max(i, j)
+                if _fits(groups[a] + groups[b], opts):
+                    groups[a:b + 1] = [groups[a] + groups[b]]
+                    i, joined = a, True
+                    break
+        if not joined:
+            i += 1
     return groups
 
 
@@ -263,11 +314,13 @@ def _settle(cues: list[Cue], limit: float, opts: CueOptions) -> None:
     """
     visible = min(opts.min_duration, 0.5)
     for i, cue in enumerate(cues):
-        if i:
-            cue.start = max(cue.start, cues[i - 1].end + opts.min_gap)
+        floor = cues[i - 1].end + opts.min_gap if i else 0.0
+        cue.start = max(cue.start, floor)
         ceiling = cues[i + 1].start - opts.min_gap if i + 1 < len(cues) else limit
         want = min(max(cue.end, cue.start + opts.min_duration), cue.start + opts.max_duration)
         cue.end = max(min(want, ceiling, limit), cue.start + visible)
+        if cue.end - cue.start < opts.min_duration:   # no room after: take it from the silence before
+            cue.start = max(floor, min(cue.start, cue.end - opts.min_duration))
     for i in reversed(range(len(cues))):
         cue = cues[i]
         ceiling = cues[i + 1].start - opts.min_gap if i + 1 < len(cues) else limit

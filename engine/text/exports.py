@@ -139,6 +139,7 @@ def to_json(transcript: Transcript) -> str:
             {
                 "start": _sec(seg.start), "end": _sec(seg.end), "text": seg.text,
                 "language": seg.language,
+                "timing": seg.timing,
                 "words": [{"text": w.text, "start": _sec(w.start), "end": _sec(w.end)}
                           for w in seg.words],
             }

@@ -1,9 +1,9 @@
 """Sentence-level segments: a chunk's text cut at sentence ends, each piece with its own times.
 
-The model transcribes chunks of up to 30 s (180 s with word timestamps); readers want a
-row per sentence. With word times, a sentence runs from its first word's start to its
-last word's end and keeps its words. Without them, the chunk's time is shared out by
-character count (an estimate, like the subtitle cues of untimed text).
+The model transcribes chunks of up to 30 s; readers want a row per sentence. With word
+times, a sentence runs from its first word's start to its last word's end and keeps its
+words. Without them, the chunk's time is shared out by character count; file jobs place
+sentences on the VAD's speech instead (engine.text.placement) before they get here.
 """
 from __future__ import annotations
 
