@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
     t.add_argument("--overwrite", action="store_true",
                    help="replace output files that already exist (default: refuse them, exit status 1)")
-    t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
+    t.add_argument("--max-chunk-seconds", type=float,
+                   help="longest chunk sent to the model, 1 to 1200 seconds (default 30)")
+    t.add_argument("--kv-cache-mb", type=int,
+                   help="KV cache budget in MiB, 16 or more (default: room for 64 chunks, within a quarter "
+                        "of free memory on CPU; 60%% of free GPU memory)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -144,8 +148,14 @@ def _worth_compacting(files) -> bool:
 
 def transcribe_command(args) -> int:
     import engine
+    from engine.arguments import check_cli_numbers
     from engine.text.exports import export
 
+    try:   # every numeric flag, by its rule (engine.arguments), before anything loads
+        numbers = check_cli_numbers(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     files, names, problem = plan_outputs(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -153,7 +163,8 @@ def transcribe_command(args) -> int:
     try:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
                           quantize=args.quantize, aligner=_resolve_model(args.aligner) if args.aligner else None,
-                          use_vad=not args.no_vad, compact_weights=_worth_compacting(files))
+                          use_vad=not args.no_vad, compact_weights=_worth_compacting(files),
+                          **_cache_option(numbers.get("kv_cache_mb")))
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -170,7 +181,7 @@ def transcribe_command(args) -> int:
     for name in files:
         try:
             jobs.append(eng.submit_file(name, language=args.language, context=args.context, word_timestamps=words,
-                                        max_chunk_seconds=args.max_chunk_seconds))
+                                        max_chunk_seconds=numbers.get("max_chunk_seconds")))
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -210,6 +221,10 @@ def transcribe_command(args) -> int:
             break
     bar.close()
     return 1 if failed else 0
+
+
+def _cache_option(kv_cache_mb: int | None) -> dict:
+    return {} if kv_cache_mb is None else {"kv_cache_bytes": kv_cache_mb << 20}
 
 
 def _one_line(error: Exception) -> str:
