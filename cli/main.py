@@ -232,7 +232,15 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+def _one_line_warnings() -> None:
+    """Library warnings (int8 cache, odd audio) as one "warning: ..." line, not two with a source line."""
+    import warnings
+
+    warnings.formatwarning = lambda message, *rest, **kw: f"warning: {' '.join(str(message).split())}\n"
+
+
 def main(argv=None) -> int:
+    _one_line_warnings()
     args = build_parser().parse_args(argv)
     if args.command == "transcribe":
         return transcribe_command(args)
