@@ -48,6 +48,7 @@ LIVE_STAY_ON_TOP = Key("live/stay_on_top", False)
 LIVE_RECORD_AUDIO = Key("live/record_audio", False)  # opt in: it copies every input to disk
 CONFIRM_QUIT = Key("ui/confirm_quit", True)   # ask before quitting with files unfinished
 LIVE_DEVICE = Key("live/device", "")
+KV_CACHE_MB = Key("model/kv_cache_mb", 0)   # 0 = automatic (engine default); else MiB, 16 or more
 
 
 class Settings:
@@ -72,7 +73,21 @@ class Settings:
         if converted is _BAD:
             self._report_bad(key.name, value, f"expected {type(key.default).__name__}")
             return key.default
-        return converted
+        return self._in_range(key, value, converted)
+
+    def _in_range(self, key: Key, stored, value):
+        """Numbers within the same rule as the engine's argument (engine.arguments), else the default:
+        an out-of-range value never reaches a Qt control (whose ints are 32-bit) or the engine."""
+        from engine.arguments import SETTING_RULES
+
+        rule = SETTING_RULES.get(key.name)
+        if rule is None or isinstance(key.default, bool):
+            return value
+        try:
+            return type(key.default)(rule.check_setting(value))
+        except ValueError as e:
+            self._report_bad(key.name, stored, str(e))
+            return key.default
 
     def raw_bytes(self, name: str) -> QByteArray | None:
         """A stored binary value (window geometry, splitter state), or None when it is missing
