@@ -222,7 +222,7 @@ def run(tree: Path, argv: list[str], timeout: float) -> dict:
                QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
     started = time.monotonic()
     # time outside timeout: its peak memory and CPU include the killed command's
-    proc = subprocess.run(["/usr/bin/time", "-v", "timeout", "-s", "KILL", str(int(timeout)), *argv],
+    proc = subprocess.run(["/usr/bin/time", "-v", "timeout", "-k", "5", str(int(timeout)), *argv],
                           capture_output=True, text=True, cwd=tree, env=env)
     seconds = time.monotonic() - started
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
