@@ -37,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output-dir", type=Path, help="where to write files (default: next to each input)")
     t.add_argument("--overwrite", action="store_true",
                    help="replace output files that already exist (default: refuse them, exit status 1)")
-    t.add_argument("--max-chunk-seconds", type=float,
-                   help="longest chunk sent to the model, 1 to 1200 seconds (default 30)")
+    t.add_argument("--max-chunk-seconds", type=float, help="longest chunk sent to the model (default 30)")
     t.add_argument("--kv-cache-mb", type=int,
                    help="KV cache budget in MiB, 16 or more (default: room for 64 chunks, within a quarter "
                         "of free memory on CPU; 60%% of free GPU memory)")

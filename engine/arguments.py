@@ -22,12 +22,13 @@ from engine.pipelines.argument_rules import (  # noqa: F401  (re-exported)
     NumberRule,
 )
 
-CLI_RULES = (MAX_CHUNK_SECONDS, KV_CACHE_MB)
+CLI_RULES = (MAX_CHUNK_SECONDS, KV_CACHE_MB, MAX_LINE_CHARS, MAX_LINES, MIN_DURATION, MAX_DURATION, MIN_GAP)
 
 
 def check_cli_numbers(args) -> dict:
     """The numeric flags of a parsed command line, checked; ValueError names the flag.
-    Flags the parser does not have are skipped (subcommands differ)."""
+    Flags the parser does not have are skipped (subcommands differ; the cue flags arrive with
+    the CLI's subtitle options). Returns {attribute: value or None}."""
     checked = {}
     for rule in CLI_RULES:
         attr = rule.flag.lstrip("-").replace("-", "_")

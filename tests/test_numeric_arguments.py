@@ -168,3 +168,11 @@ def test_feed_none_says_what_to_pass(eng):
         stream.feed(None)
     stream.cancel()
     eng.step()
+
+
+def test_cue_flags_are_checked_by_the_settings_rules_when_the_parser_has_them():
+    args = type("Args", (), {"max_chunk_seconds": None, "max_line_chars": 5, "cue_gap_seconds": 0.1})()
+    with pytest.raises(ValueError, match=r"--max-line-chars must be between 10 and 200 \(got 5\)"):
+        check_cli_numbers(args)
+    args.max_line_chars = 42
+    assert check_cli_numbers(args) == {"max_chunk_seconds": None, "max_line_chars": 42, "cue_gap_seconds": 0.1}

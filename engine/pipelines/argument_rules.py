@@ -95,14 +95,17 @@ KV_CACHE_MB = NumberRule("kv_cache_mb", 16, 1 << 20, "MiB", integer=True, flag="
 MAX_NEW_TOKENS = NumberRule("max_new_tokens", 1, 1 << 20, integer=True)
 PRIORITY = NumberRule("priority", -(1 << 31), (1 << 31) - 1, integer=True)
 
-# App settings that the engine does not take, bounded as their controls are.
+# App settings that the engine does not take, bounded as their controls are; the subtitle cue
+# options also as CLI flags (checked by engine.arguments.check_cli_numbers where the parser has them).
 PARALLEL_FILES = NumberRule("parallel_files", 1, 64, integer=True, setting="transcribe/parallel_files")
 LIVE_FONT_SIZE = NumberRule("font_size", 8, 72, "pt", integer=True, setting="live/font_size")
-MAX_LINE_CHARS = NumberRule("max_line_chars", 10, 200, integer=True, setting="cues/max_line_chars")
-MAX_LINES = NumberRule("max_lines", 1, 5, integer=True, setting="cues/max_lines")
-MIN_DURATION = NumberRule("min_duration", 0, 30, "seconds", setting="cues/min_duration")
-MAX_DURATION = NumberRule("max_duration", 0.1, 60, "seconds", setting="cues/max_duration")
-MIN_GAP = NumberRule("min_gap", 0, 2, "seconds", setting="cues/min_gap")
+MAX_LINE_CHARS = NumberRule("max_line_chars", 10, 200, integer=True, flag="--max-line-chars",
+                            setting="cues/max_line_chars")
+MAX_LINES = NumberRule("max_lines", 1, 5, integer=True, flag="--max-lines", setting="cues/max_lines")
+MIN_DURATION = NumberRule("min_duration", 0, 30, "seconds", flag="--min-cue-seconds", setting="cues/min_duration")
+MAX_DURATION = NumberRule("max_duration", 0.1, 60, "seconds", flag="--max-cue-seconds",
+                          setting="cues/max_duration")
+MIN_GAP = NumberRule("min_gap", 0, 2, "seconds", flag="--cue-gap-seconds", setting="cues/min_gap")
 
 SETTING_RULES = {rule.setting: rule for rule in (MAX_CHUNK_SECONDS, KV_CACHE_MB, PARALLEL_FILES, LIVE_FONT_SIZE,
                                                  MAX_LINE_CHARS, MAX_LINES, MIN_DURATION, MAX_DURATION, MIN_GAP)}
