@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 
-import pytest
 from test_app_startup import data_dir, start  # noqa: F401  (a fixture)
 
 from app import settings as S
