@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections import deque
 from typing import Callable
 
@@ -76,10 +77,11 @@ class Stream:
     """
 
     PRE_ROLL_S = 3.0   # audio kept before speech is confirmed: the VAD dates a start back this far at most
-    # Audio taken in (through the VAD) per engine step: far more than real time arrives between
-    # steps, and a fraction of a CPU-second of voice detection, so one huge feed() is worked off
-    # over many steps instead of holding every other request for the whole of it.
-    MAX_INGEST_S = 4.0
+    # Audio taken in (through the VAD) per engine step: twice what arrives in real time between
+    # steps (so a live source never falls behind), at least MIN_INGEST_S, at most MAX_INGEST_S
+    # (about 1 CPU-second of voice detection on 2 cores), so one huge feed() is worked off over
+    # many steps instead of holding every other request for the whole of it.
+    MIN_INGEST_S, MAX_INGEST_S = 0.5, 8.0
 
     def __init__(self, engine, *, language=None, context: str = "", update_interval: float = 0.75,
                  max_utterance_s: float = 20.0, recent_context_chars: int = 200, priority: int = 10,
@@ -145,6 +147,7 @@ class Stream:
         self._update_context = ""               # the context of the update in flight
         self._last_update: tuple | None = None  # (request, span, context) of the open utterance's last finished update
         self._received = 0                      # samples fed, whether or not taken in yet
+        self._last_advance: float | None = None  # monotonic time of the last advance (sizes the next slice)
         self._preview = ""                      # latest update text of the open utterance
         self._pending: list[FinalPass] = []     # submitted finals, in utterance order
         self._recent = ""                       # the tail of the committed text, for context
@@ -218,8 +221,11 @@ class Stream:
         """Bounded work for one engine step: collect results, take new audio, submit passes."""
         if self.finished:
             return
+        now = time.monotonic()
+        since, self._last_advance = now - (self._last_advance or now), now
+        seconds = min(self.MAX_INGEST_S, max(self.MIN_INGEST_S, 2 * since))
         with self._lock:
-            blocks = self._take_inbox(round(self.MAX_INGEST_S * SAMPLE_RATE))
+            blocks = self._take_inbox(round(seconds * SAMPLE_RATE))
             closing, cancelled = self._closed and not self._inbox, self._cancelled
         if cancelled:
             self._stop("cancelled")
