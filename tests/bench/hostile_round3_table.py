@@ -93,6 +93,20 @@ if guard is not None:
     app.exec()
 """
 
+RACE_STEPS = r"""
+import sys
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from app.single_instance import SingleInstance
+a, b = SingleInstance(sys.argv[1]), SingleInstance(sys.argv[1])
+if hasattr(a, "take_lock"):        # what start_or_hand_over checks first now
+    first_a, first_b = a.take_lock(), b.take_lock()
+else:                              # what it checked before: is anyone answering?
+    first_a, first_b = a.hand_over([]) == "none", b.hand_over([]) == "none"
+up = bool(first_a and a.listen()) + bool(first_b and b.listen())
+print(f"SHOW: A checks, B checks, A listens, B listens: {up} instance(s) up")
+"""
+
 RACE_DRIVER = r"""
 import subprocess, sys, os, time
 from pathlib import Path
@@ -264,6 +278,8 @@ def cases(work: Path, speech: Path, long_file: Path):
     yield "live", "feed(None)", [py, "-c", FEED_NONE, str(MODEL)], False
     yield ("socket", "impostor bound to the old socket path first", [py, "-c", IMPOSTOR, str(work / "data-imp")],
            False)
+    yield ("socket", "two starts interleaved step by step (one process)",
+           [py, "-c", RACE_STEPS, str(work / "data-steps")], False)
     yield ("socket", "two starts at the same moment (4 tries)",
            [py, "-c", RACE_DRIVER, str(work / "race"), "4", RACE], False)
     yield ("socket", "frozen first instance, second start (under Xvfb)",
