@@ -245,7 +245,11 @@ def run(tree: Path, argv: list[str], timeout: float) -> dict:
         return dict(code="timeout", shown=f"(killed after {timeout:.0f} s)", seconds=seconds, cpu=cpu,
                     rss_mb=int(rss.group(1)) / 1024 if rss else None)
     text = proc.stdout + "\n" + proc.stderr
-    lines = [line.removeprefix("SHOW: ") for line in text.splitlines() if line.startswith(SHOWN)]
+    raw = text.splitlines()
+    lines = [line.removeprefix("SHOW: ") for line in raw if line.startswith(SHOWN)]
+    for i, line in enumerate(raw):        # a raw Python warning: its line and the source line under it
+        if "Warning: " in line and not line.startswith(SHOWN):
+            lines += [line.strip(), raw[i + 1].strip()] if i + 1 < len(raw) else [line.strip()]
     if not lines and proc.returncode != 0:
         tail = [line for line in proc.stderr.splitlines()
                 if line.strip() and not line.startswith(("\t", "Command exited", "Command terminated"))]
