@@ -509,7 +509,8 @@ class MainWindow(ExportCommands, QMainWindow):
             return False
         device, dtype = self.settings.get(S.DEVICE), self.settings.get(S.DTYPE)
         self.client.load_model(model, "" if device == "auto" else device,
-                               "" if dtype == "auto" else dtype, self.settings.get(S.ALIGNER))
+                               "" if dtype == "auto" else dtype, self.settings.get(S.ALIGNER),
+                               kv_cache_mb=self.settings.get(S.KV_CACHE_MB))
         return True
 
     def _model_loading(self, model_dir: str):

@@ -55,6 +55,7 @@ WATCH_OUTPUT_DIR = Key("watch/output_dir", "")   # "" = next to each audio file
 WATCH_FORMATS = Key("watch/formats", "srt,txt")  # names as on the command line: srt,vtt,vtt-karaoke,json,txt,...
 WATCH_SETTLE_SECONDS = Key("watch/settle_seconds", 5.0)   # unchanged this long = no longer being written
 DELETE_RECORDINGS_AFTER_DAYS = Key("history/delete_recordings_after_days", 0)   # 0 = keep them
+KV_CACHE_MB = Key("model/kv_cache_mb", 0)   # 0 = automatic (engine default); else MiB, 16 or more
 
 
 class Settings:
@@ -79,7 +80,21 @@ class Settings:
         if converted is _BAD:
             self._report_bad(key.name, value, f"expected {type(key.default).__name__}")
             return key.default
-        return converted
+        return self._in_range(key, value, converted)
+
+    def _in_range(self, key: Key, stored, value):
+        """Numbers within the same rule as the engine's argument (engine.arguments), else the default:
+        an out-of-range value never reaches a Qt control (whose ints are 32-bit) or the engine."""
+        from engine.arguments import SETTING_RULES
+
+        rule = SETTING_RULES.get(key.name)
+        if rule is None or isinstance(key.default, bool):
+            return value
+        try:
+            return type(key.default)(rule.check_setting(value))
+        except ValueError as e:
+            self._report_bad(key.name, stored, str(e))
+            return key.default
 
     def raw_bytes(self, name: str) -> QByteArray | None:
         """A stored binary value (window geometry, splitter state), or None when it is missing

@@ -118,7 +118,7 @@ class SettingsDialog(QDialog):
         self.parallel_spin.setToolTip("How many queued files are transcribed together")
         self.parallel_spin.setMinimumWidth(100)
         self.chunk_spin = QSpinBox()
-        self.chunk_spin.setRange(0, 180)
+        self.chunk_spin.setRange(0, 1200)   # engine.arguments.MAX_CHUNK_SECONDS
         self.chunk_spin.setSuffix(" s")
         self.chunk_spin.setSpecialValueText("Automatic")
         self.chunk_spin.setToolTip("Long files are cut at pauses into chunks of at most this length. "
@@ -130,6 +130,16 @@ class SettingsDialog(QDialog):
         form.addRow("", self.words_check)
         form.addRow("Files at once:", self.parallel_spin)
         form.addRow("Longest chunk:", self.chunk_spin)
+        self.kv_cache_spin = QSpinBox()
+        self.kv_cache_spin.setRange(0, 1 << 20)   # engine.arguments.KV_CACHE_MB; 1-15 are saved as 16
+        self.kv_cache_spin.setSingleStep(256)
+        self.kv_cache_spin.setSuffix(" MiB")
+        self.kv_cache_spin.setSpecialValueText("Automatic")
+        self.kv_cache_spin.setToolTip("Memory for the model's attention cache (takes effect at the next model "
+                                      "load). Automatic: room for 64 chunks, within a quarter of free memory "
+                                      "on CPU. Raise it when long chunks are cut to fit.")
+        self.kv_cache_spin.setMinimumWidth(100)
+        form.addRow("KV cache budget:", self.kv_cache_spin)
         return page
 
     def _subtitles_tab(self):
@@ -201,6 +211,7 @@ class SettingsDialog(QDialog):
         self.words_check.setChecked(g(S.WORD_TIMESTAMPS))
         self.parallel_spin.setValue(g(S.PARALLEL_FILES))
         self.chunk_spin.setValue(g(S.MAX_CHUNK_SECONDS))
+        self.kv_cache_spin.setValue(g(S.KV_CACHE_MB))
         self.line_chars_spin.setValue(g(S.MAX_LINE_CHARS))
         self.lines_spin.setValue(g(S.MAX_LINES))
         self.min_dur_spin.setValue(g(S.MIN_DURATION))
@@ -224,6 +235,7 @@ class SettingsDialog(QDialog):
         s(S.WORD_TIMESTAMPS, self.words_check.isChecked())
         s(S.PARALLEL_FILES, self.parallel_spin.value())
         s(S.MAX_CHUNK_SECONDS, self.chunk_spin.value())
+        s(S.KV_CACHE_MB, self.kv_cache_spin.value() and max(16, self.kv_cache_spin.value()))
         s(S.MAX_LINE_CHARS, self.line_chars_spin.value())
         s(S.MAX_LINES, self.lines_spin.value())
         s(S.MIN_DURATION, self.min_dur_spin.value())

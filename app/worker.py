@@ -34,7 +34,7 @@ def _device_label(eng) -> str:
     return f"{device}, {dtype}" if dtype else device
 
 
-def _default_loader(model_dir, device=None, dtype=None, *, aligner=None):
+def _default_loader(model_dir, device=None, dtype=None, *, aligner=None, **options):
     from app.remote_engine import REMOTE_PREFIX, connect
 
     if str(model_dir).startswith(REMOTE_PREFIX):   # Settings > Engine: Server
@@ -42,8 +42,8 @@ def _default_loader(model_dir, device=None, dtype=None, *, aligner=None):
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
     if dtype == S.INT8:   # the Precision setting's int8 choice: engine quantization, auto dtype
-        return engine.load(model_dir, device, None, aligner=aligner, quantize="int8")
-    return engine.load(model_dir, device, dtype, aligner=aligner)
+        return engine.load(model_dir, device, None, aligner=aligner, quantize="int8", **options)
+    return engine.load(model_dir, device, dtype, aligner=aligner, **options)
 
 
 @dataclass
@@ -107,13 +107,16 @@ class EngineWorker(QObject):
         self._pump_timer.timeout.connect(self._pump)
 
     # -- commands ---------------------------------------------------------------
-    @Slot(str, str, str, str)
-    def load_model(self, model_dir: str, device: str = "", dtype: str = "", aligner: str = ""):
+    @Slot(str, str, str, str, int)
+    def load_model(self, model_dir: str, device: str = "", dtype: str = "", aligner: str = "",
+                   kv_cache_mb: int = 0):
         self._set_activity(f"Loading model {Path(model_dir).name}…")
         self.model_loading.emit(model_dir)
         try:
+            # the budget only when one is set: loaders given by tests take no options
+            options = {"kv_cache_bytes": int(kv_cache_mb) << 20} if kv_cache_mb else {}
             new_engine = self._loader(model_dir, device or None, dtype or None,
-                                      aligner=aligner or None)
+                                      aligner=aligner or None, **options)
         except Exception as exc:  # any failure must reach the user, not kill the thread
             log.exception("loading model %s failed", model_dir)
             message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"

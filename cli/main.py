@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true",
                    help="replace output files that already exist (default: refuse them, exit status 1)")
     t.add_argument("--max-chunk-seconds", type=float,
-                   help="longest chunk sent to the model (default: 30 s, 180 s with --aligner)")
+                   help="longest chunk sent to the model (default: 30 s, with or without --aligner)")
+    t.add_argument("--kv-cache-mb", type=int,
+                   help="KV cache budget in MiB, 16 or more (default: room for 64 chunks, within a quarter "
+                        "of free memory on CPU; 60%% of free GPU memory)")
     t.add_argument("--no-vad", action="store_true", help="cut at quiet points instead of detecting speech")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -172,8 +175,14 @@ def _worth_compacting(files) -> bool:
 
 def transcribe_command(args) -> int:
     import engine
+    from engine.arguments import check_cli_numbers
     from engine.text.exports import export
 
+    try:   # every numeric flag, by its rule (engine.arguments), before anything loads
+        numbers = check_cli_numbers(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from cli.inputs import check_language, cue_options, expand_inputs
 
     try:  # a typo in the language or the cue options is a usage error, found before the model loads
@@ -207,7 +216,8 @@ def transcribe_command(args) -> int:
     try:
         eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
                           quantize=args.quantize, aligner=_resolve_model(args.aligner) if args.aligner else None,
-                          use_vad=not args.no_vad, compact_weights=_worth_compacting(files))
+                          use_vad=not args.no_vad, compact_weights=_worth_compacting(files),
+                          **_cache_option(numbers.get("kv_cache_mb")))
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -233,7 +243,7 @@ def transcribe_command(args) -> int:
     for name in files:
         try:
             jobs.append(eng.submit_file(name, language=args.language, context=args.context, word_timestamps=words,
-                                        max_chunk_seconds=args.max_chunk_seconds,
+                                        max_chunk_seconds=numbers.get("max_chunk_seconds"),
                                         speakers=getattr(args, "speakers", None)))
         except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
@@ -284,6 +294,10 @@ def transcribe_command(args) -> int:
     return 1 if failed else 0
 
 
+def _cache_option(kv_cache_mb: int | None) -> dict:
+    return {} if kv_cache_mb is None else {"kv_cache_bytes": kv_cache_mb << 20}
+
+
 def _one_line(error: Exception) -> str:
     """An error message on one line (library messages may hold newlines)."""
     return " ".join(str(error).split())
@@ -302,7 +316,15 @@ def _ray_address_or_input(argv: list[str]) -> list[str]:
     return out
 
 
+def _one_line_warnings() -> None:
+    """Library warnings (int8 cache, odd audio) as one "warning: ..." line, not two with a source line."""
+    import warnings
+
+    warnings.formatwarning = lambda message, *rest, **kw: f"warning: {' '.join(str(message).split())}\n"
+
+
 def main(argv=None) -> int:
+    _one_line_warnings()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(_ray_address_or_input(argv))

@@ -47,7 +47,7 @@ def test_settings_dialog_saves_and_shows_it(qtbot):
     dialog = SettingsDialog(Settings())
     qtbot.addWidget(dialog)
     assert dialog.chunk_spin.value() == 0 and dialog.chunk_spin.text() == "Automatic"
-    assert (dialog.chunk_spin.minimum(), dialog.chunk_spin.maximum()) == (0, 180)
+    assert (dialog.chunk_spin.minimum(), dialog.chunk_spin.maximum()) == (0, 1200)   # engine.arguments
     dialog.chunk_spin.setValue(4)
     assert dialog.chunk_spin.text() == "4 s"
     dialog.accept()

@@ -19,9 +19,11 @@ def split_at_quiet_points(audio: np.ndarray, max_seconds: float = 30.0,
                           search_seconds: float = 5.0) -> list[tuple[int, int]]:
     """(start, end) sample ranges of at most ``max_seconds``, each cut at the quietest
     100 ms within the last ``search_seconds`` before the limit, as the official package does."""
-    if max_seconds <= 0:
-        raise ValueError("max_seconds must be positive")
-    n, limit = len(audio), int(max_seconds * SAMPLE_RATE)
+    # Below a second a file becomes thousands of requests (a limit of 0 samples never moved on).
+    if not 1.0 <= max_seconds < float("inf"):
+        raise ValueError(f"max_seconds must be at least 1 second and finite, got {max_seconds!r}")
+    n = len(audio)
+    limit = int(min(max_seconds, n / SAMPLE_RATE + 1) * SAMPLE_RATE)   # 1e308 s: one chunk, no overflow
     search = min(int(search_seconds * SAMPLE_RATE), limit // 2)
     spans, start = [], 0
     while n - start > limit:

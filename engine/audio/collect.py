@@ -69,6 +69,10 @@ def collect_audio_files(paths, extensions: frozenset[str] | None = None) -> Coll
             else:
                 kind = path.suffix.lower() or "files without an extension"
                 out.refused.append((path, f"{kind} is not a supported audio or video format"))
+        elif os.path.lexists(path):   # a FIFO, a device (a link to /dev/zero), a socket: the CLI's words
+            from engine.audio.decode import path_problem
+
+            out.refused.append((path, path_problem(path) or "cannot be read"))
         else:
             out.refused.append((path, "no such file"))
     return out

@@ -188,6 +188,16 @@ def _checked_path(source: Union[str, os.PathLike]) -> Path:
     return path
 
 
+def path_problem(source: Union[str, os.PathLike]) -> str | None:
+    """Why ``source`` cannot hold audio (the words the CLI shows, e.g. "not a regular file (a FIFO)"),
+    or None when it may; never opens it."""
+    try:
+        _checked_path(source)
+    except AudioLoadError as exc:
+        return exc.reason
+    return None
+
+
 def _file_kind(mode: int) -> str:
     for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):

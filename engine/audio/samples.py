@@ -36,6 +36,8 @@ def pcm_to_float(pcm, *, copy: bool = False) -> np.ndarray:
     Raises:
         ValueError: not 1-D, not numbers (strings, objects, complex, bool), or NaN/inf.
     """
+    if pcm is None:
+        raise ValueError("expected audio samples (a 1-D array of numbers), got None")
     try:
         samples = np.asarray(pcm)
     except (TypeError, ValueError) as exc:

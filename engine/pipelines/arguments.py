@@ -6,9 +6,7 @@ every later ``step()`` and stall every other request with it.
 """
 from __future__ import annotations
 
-import math
-import numbers
-
+from engine.pipelines.argument_rules import MAX_CHUNK_SECONDS, MAX_NEW_TOKENS, PRIORITY
 from engine.text.prompt import language_name
 
 
@@ -26,27 +24,18 @@ def check_context(context) -> str:
 
 
 def check_priority(priority) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, numbers.Integral):
-        raise ValueError(f"priority must be an int (higher runs first), got {priority!r}")
-    return int(priority)
+    """Higher runs first (argument_rules.PRIORITY)."""
+    return PRIORITY.check(priority)
 
 
 def check_max_new_tokens(max_new_tokens) -> int | None:
-    if max_new_tokens is None:
-        return None
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) \
-            or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int of at least 1 or None, got {max_new_tokens!r}")
-    return int(max_new_tokens)
+    return MAX_NEW_TOKENS.check_optional(max_new_tokens)
 
 
 def check_max_chunk_seconds(seconds) -> float | None:
-    if seconds is None:
-        return None
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) \
-            or not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"max_chunk_seconds must be a number of seconds above 0 or None, got {seconds!r}")
-    return float(seconds)
+    """None (the default) or seconds within argument_rules.MAX_CHUNK_SECONDS: one lower bound
+    for every chunking path (VAD, quiet points, live)."""
+    return MAX_CHUNK_SECONDS.check_optional(seconds)
 
 
 def check_flag(value, name: str) -> bool:

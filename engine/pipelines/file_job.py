@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from engine.network.features import SAMPLE_RATE
+from engine.network.config import audio_token_count
+from engine.network.features import SAMPLE_RATE, num_frames
 from engine.serving.heap import release_freed_memory
 from engine.text.types import Segment
 
@@ -37,6 +38,36 @@ def process_limit(error: BaseException) -> str | None:
     return None
 
 
+# What a chunk needs in the KV cache besides its audio tokens: the prompt's text and the
+# engine's default cap on its answer (engine.api.default_max_new_tokens: 48 + 15 per second).
+_PROMPT_TOKENS, _ANSWER_TOKENS, _ANSWER_TOKENS_PER_S = 64, 48, 15
+
+
+def chunk_cache_tokens(engine, seconds: float) -> int:
+    """KV cache slots a chunk of ``seconds`` may need: prompt, audio tokens, and its longest answer."""
+    audio = audio_token_count(num_frames(int(seconds * SAMPLE_RATE)), engine.config.encoder)
+    return audio + _PROMPT_TOKENS + _ANSWER_TOKENS + int(_ANSWER_TOKENS_PER_S * seconds)
+
+
+def chunk_seconds_for_cache(engine, wanted: float) -> float:
+    """``wanted``, or the longest whole number of seconds (at least 1) whose chunk the engine's
+    KV cache can hold; ValueError when not even a 1 s chunk fits."""
+    cache, config = getattr(engine, "cache", None), getattr(engine, "config", None)
+    if cache is None or config is None or not hasattr(config, "encoder"):   # a stand-in engine in tests
+        return wanted
+    capacity = cache.allocator.num_blocks * cache.allocator.block_size
+    if chunk_cache_tokens(engine, wanted) <= capacity:
+        return wanted
+    if chunk_cache_tokens(engine, 1.0) > capacity:
+        raise ValueError(f"the KV cache holds {capacity} tokens, too few for even a 1 s chunk "
+                         f"({chunk_cache_tokens(engine, 1.0)}); raise the KV cache budget (--kv-cache-mb)")
+    lo, hi = 1, int(wanted)          # lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if chunk_cache_tokens(engine, mid) <= capacity else (lo, mid)
+    return float(lo)
+
+
 class FileJob:
     """One file in the engine's queue. Read ``state``, ``progress``, ``transcript``, ``error``."""
 
@@ -55,6 +86,7 @@ class FileJob:
         self.use_vad = use_vad
         # The same chunks with or without word timestamps: the aligner only times the recognised text.
         self.max_chunk_seconds = max_chunk_seconds or 30.0
+        self._asked_chunk_seconds = self.max_chunk_seconds   # before a cut to fit the KV cache (_open)
         self.block_seconds = block_seconds
         self._samples = samples            # audio already in memory (float32 16 kHz), else decode source
         self.state = "queued"
@@ -193,6 +225,13 @@ class FileJob:
         from engine.audio.decode import audio_info, stream_audio
 
         self.state, self.started_at = "running", time.monotonic()
+        self.max_chunk_seconds = self._asked_chunk_seconds
+        fitting = chunk_seconds_for_cache(self.engine, self.max_chunk_seconds)
+        if fitting < self.max_chunk_seconds:
+            self.notes.append(f"chunks were cut to at most {fitting:g} s (not {self.max_chunk_seconds:g} s) so "
+                              f"that the KV cache can hold them; raise the KV cache budget (--kv-cache-mb, or "
+                              f"the app's Settings) for longer chunks")
+            self.max_chunk_seconds = fitting
         if self._samples is not None:
             arr, step = self._samples, int(self.block_seconds * SAMPLE_RATE)
             self.duration = len(arr) / SAMPLE_RATE

@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
+from collections import deque
 from typing import Callable
 
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
+from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
 from engine.pipelines.utterance_reuse import UtteranceReuse
 from engine.serving.request import Request
@@ -74,6 +77,11 @@ class Stream:
     """
 
     PRE_ROLL_S = 3.0   # audio kept before speech is confirmed: the VAD dates a start back this far at most
+    # Audio taken in (through the VAD) per engine step: twice what arrives in real time between
+    # steps (so a live source never falls behind), at least MIN_INGEST_S, at most MAX_INGEST_S
+    # (about 1 CPU-second of voice detection on 2 cores), so one huge feed() is worked off over
+    # many steps instead of holding every other request for the whole of it.
+    MIN_INGEST_S, MAX_INGEST_S = 0.5, 8.0
 
     def __init__(self, engine, *, language=None, context: str = "", update_interval: float = 0.75,
                  max_utterance_s: float = 20.0, recent_context_chars: int = 200, priority: int = 10,
@@ -84,7 +92,7 @@ class Stream:
         from engine.text.prompt import language_name
 
         update_interval = _seconds(update_interval, "update_interval", above=0.0)
-        max_utterance_s = _seconds(max_utterance_s, "max_utterance_s", at_least=1.0)
+        max_utterance_s = MAX_UTTERANCE_SECONDS.check(max_utterance_s)   # the chunk-length bounds
         min_silence_s = _seconds(min_silence_s, "min_silence_s", above=0.0)
         if not isinstance(recent_context_chars, int) or recent_context_chars < 0:
             raise ValueError(f"recent_context_chars must be a non-negative integer, got {recent_context_chars!r}")
@@ -125,7 +133,7 @@ class Stream:
         self.on_request: Callable | None = None
         self.on_final: Callable | None = None
         self._lock = threading.Lock()
-        self._inbox: list[np.ndarray] = []
+        self._inbox: deque[np.ndarray] = deque()
         self._closed = False
         self._cancelled = False
         self._position = 0                      # samples heard (and fed to the VAD) so far
@@ -139,6 +147,7 @@ class Stream:
         self._update_context = ""               # the context of the update in flight
         self._last_update: tuple | None = None  # (request, span, context) of the open utterance's last finished update
         self._received = 0                      # samples fed, whether or not taken in yet
+        self._last_advance: float | None = None  # monotonic time of the last advance (sizes the next slice)
         self._preview = ""                      # latest update text of the open utterance
         self._pending: list[FinalPass] = []     # submitted finals, in utterance order
         self._recent = ""                       # the tail of the committed text, for context
@@ -148,6 +157,9 @@ class Stream:
         """Queue float32 mono 16 kHz samples (any block size); returns at once."""
         from engine.audio.samples import pcm_to_float
 
+        if pcm is None:
+            raise ValueError("feed() needs audio samples (a 1-D array of float32 16 kHz samples or integer "
+                             "PCM), got None; to end the stream call close()")
         samples = pcm_to_float(pcm, copy=True)   # a copy: the caller may reuse its buffer; int PCM scaled
         with self._lock:
             if self._closed or self._cancelled:
@@ -209,9 +221,12 @@ class Stream:
         """Bounded work for one engine step: collect results, take new audio, submit passes."""
         if self.finished:
             return
+        now = time.monotonic()
+        since, self._last_advance = now - (self._last_advance or now), now
+        seconds = min(self.MAX_INGEST_S, max(self.MIN_INGEST_S, 2 * since))
         with self._lock:
-            blocks, self._inbox = self._inbox, []
-            closing, cancelled = self._closed, self._cancelled
+            blocks = self._take_inbox(round(seconds * SAMPLE_RATE))
+            closing, cancelled = self._closed and not self._inbox, self._cancelled
         if cancelled:
             self._stop("cancelled")
             return
@@ -227,6 +242,20 @@ class Stream:
             return
         if self.state == "closing" and not self._pending:
             self.state = "done"
+
+    def _take_inbox(self, limit: int) -> list[np.ndarray]:
+        """Up to ``limit`` samples from the front of the inbox (the rest waits for later steps)."""
+        taken, count = [], 0
+        while self._inbox and count < limit:
+            block = self._inbox[0]
+            if count + len(block) <= limit:
+                taken.append(self._inbox.popleft())
+                count += len(block)
+            else:
+                taken.append(block[:limit - count])
+                self._inbox[0] = block[limit - count:]
+                count = limit
+        return taken
 
     def _ingest(self, block: np.ndarray) -> None:
         """Feed the VAD in pieces of at most one update interval, so updates keep their cadence."""

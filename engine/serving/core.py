@@ -44,6 +44,30 @@ def available_memory_bytes() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
+def total_memory_bytes(device: torch.device) -> int | None:
+    """All the memory of ``device`` (a GPU's, or the machine's RAM), or None when unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[1])
+    try:
+        import os
+
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_cache_budget(kv_cache_bytes, device: torch.device) -> int:
+    """A KV cache budget in bytes: a whole number above 0 and within the device's memory
+    (checked before the weights load: a budget no machine has fails at once, not later)."""
+    if isinstance(kv_cache_bytes, bool) or not isinstance(kv_cache_bytes, int) or kv_cache_bytes < 1:
+        raise ValueError(f"kv_cache_bytes must be a whole number of bytes above 0 or None, got {kv_cache_bytes!r}")
+    total = total_memory_bytes(device)
+    if total is not None and kv_cache_bytes > total:
+        raise ValueError(f"the KV cache budget ({kv_cache_bytes / 2**20:.0f} MiB) is more than the "
+                         f"{device.type.upper()}'s memory ({total / 2**20:.0f} MiB)")
+    return kv_cache_bytes
+
+
 class EngineCore:
     """A loaded network with its scheduler, KV cache and runner: requests in, tokens out.
 
@@ -59,6 +83,8 @@ class EngineCore:
         self.torch_device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.torch_device)
         self.quantize = check_quantize(quantize, self.torch_device)   # None or "int8"; not token-exact
+        if kv_cache_bytes is not None:
+            kv_cache_bytes = check_cache_budget(kv_cache_bytes, self.torch_device)
         # compact_weights=False keeps float weights: loads faster where a few minutes of audio
         # would not repay the packing (fp16_weights).
         self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype, self.quantize,

@@ -141,9 +141,9 @@ def main() -> int:
         env = dict(os.environ, QWEN3_ASR_DATA_DIR=str(d), QT_QPA_PLATFORM="xcb")
         first = subprocess.Popen([sys.executable, "-m", "app"], cwd=REPO, env=env, stdout=first_log,
                                  stderr=subprocess.STDOUT, text=True)
-        from app.single_instance import server_name
+        from app.single_instance import SingleInstance
 
-        socket = Path(tempfile.gettempdir()) / server_name(d)   # where QLocalServer listens on Linux
+        socket = Path(SingleInstance(d).path)   # the first instance's socket, in the user's private folder
         deadline = time.monotonic() + 120
         while not socket.exists() and time.monotonic() < deadline:
             time.sleep(0.5)
