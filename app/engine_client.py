@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal
 
+from app.main_thread_gc import MainThreadGC
 from app.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ class EngineClient(QObject):
         self._stream_ids = itertools.count(1)
         self.model_dir = ""
         self.device = ""
+        self._gc = MainThreadGC.shared()   # widgets must never be garbage-collected in the engine thread
+        self._gc.acquire()
+        self._gc_held = True
         self.engine_thread.start()
 
     def _remember_model(self, model_dir: str, device: str):
@@ -78,9 +82,17 @@ class EngineClient(QObject):
     def shutdown(self, wait_ms: int = 30000) -> bool:
         """Stop the engine thread; waits for a step or a model load in progress to end."""
         if not self.engine_thread.isRunning():
+            self._release_gc()
             return True
         self._shutdown.emit()
         finished = self.engine_thread.wait(wait_ms)
         if not finished:
             log.warning("engine thread did not stop within %d ms", wait_ms)
+        else:
+            self._release_gc()
         return finished
+
+    def _release_gc(self):
+        if self._gc_held:
+            self._gc_held = False
+            self._gc.release()
