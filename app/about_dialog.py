@@ -1,6 +1,8 @@
 """Help > About: version, model, and a way to find the log file."""
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
@@ -17,7 +19,7 @@ from app.paths import log_file
 
 
 class AboutDialog(QDialog):
-    def __init__(self, model: str = "", device: str = "", parent=None):
+    def __init__(self, model: str = "", device: str = "", parent=None, hardware: str = ""):
         super().__init__(parent)
         self.setWindowTitle(f"About {APP_NAME}")
         text = QLabel(
@@ -25,6 +27,7 @@ class AboutDialog(QDialog):
             "<p>Speech to text on your own computer with Qwen3-ASR.<br>"
             "Audio never leaves this machine.</p>"
             f"<p>Model: {model or 'none loaded'}{f' on {device}' if device else ''}</p>"
+            + (f"<p>Hardware: {html.escape(hardware)}</p>" if hardware else "") +
             f"<p>Log file: <code>{log_file()}</code></p>")
         text.setWordWrap(True)
         text.setTextInteractionFlags(text.textInteractionFlags()

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 class EngineClient(QObject):
     # Requests, each connected to the worker slot of the same name (queued across threads).
-    _load_model = Signal(str, str, str, str, int)
+    _load_model = Signal(str, str, str, str, int, str)
     _add_file = Signal(int, str, str, str, bool, int)
     _cancel_job = Signal(int)
     _open_stream = Signal(int, str, str)
@@ -55,9 +55,17 @@ class EngineClient(QObject):
     def _remember_model(self, model_dir: str, device: str):
         self.model_dir, self.device = model_dir, device
 
-    def load_model(self, model_dir, device: str = "", dtype: str = "", aligner: str = "", kv_cache_mb: int = 0):
-        """``kv_cache_mb`` 0 leaves the KV cache budget to the engine."""
-        self._load_model.emit(str(model_dir), device or "", dtype or "", str(aligner or ""), int(kv_cache_mb or 0))
+    def load_model(self, model_dir, device: str = "", dtype: str = "", aligner: str = "", kv_cache_mb: int = 0,
+                   quantize: str = ""):
+        """``kv_cache_mb`` 0 leaves the KV cache budget to the engine; ``quantize`` "int8" stores the
+        decoder's weights as int8 (a quantization setting, not a dtype)."""
+        self._load_model.emit(str(model_dir), device or "", dtype or "", str(aligner or ""), int(kv_cache_mb or 0),
+                              quantize or "")
+
+    @property
+    def hardware(self) -> str:
+        """What the loaded model runs on (the engine's platform line), for Help > About."""
+        return self.worker.hardware
 
     def add_file(self, job_id: int, path, language: str | None = None, context: str = "",
                  word_timestamps: bool = False, max_chunk_seconds: int = 0):

@@ -507,10 +507,10 @@ class MainWindow(ExportCommands, QMainWindow):
             self.model_label.setText("No model")
             self._set_wait_text(WAITING_FOR_MODEL)
             return False
-        device, dtype = self.settings.get(S.DEVICE), self.settings.get(S.DTYPE)
-        self.client.load_model(model, "" if device == "auto" else device,
-                               "" if dtype == "auto" else dtype, self.settings.get(S.ALIGNER),
-                               kv_cache_mb=self.settings.get(S.KV_CACHE_MB))
+        device = self.settings.get(S.DEVICE)
+        dtype, quantize = S.model_precision(self.settings)
+        self.client.load_model(model, "" if device == "auto" else device, dtype, self.settings.get(S.ALIGNER),
+                               kv_cache_mb=self.settings.get(S.KV_CACHE_MB), quantize=quantize)
         return True
 
     def _model_loading(self, model_dir: str):
@@ -577,7 +577,7 @@ class MainWindow(ExportCommands, QMainWindow):
 
         from app.remote_engine import engine_choice
 
-        before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)] + engine_choice(self.settings)
+        before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE, S.QUANTIZE)] + engine_choice(self.settings)
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
             self.apply_settings(before)
@@ -598,7 +598,7 @@ class MainWindow(ExportCommands, QMainWindow):
             apply_theme(app, self.settings.get(S.THEME))
         from app.remote_engine import engine_choice
 
-        now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE)] + engine_choice(self.settings)
+        now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE, S.QUANTIZE)] + engine_choice(self.settings)
         if model_before is not None and now != model_before:
             self.load_configured_model()
         self.queue.dispatch()
@@ -619,7 +619,7 @@ class MainWindow(ExportCommands, QMainWindow):
     def open_about(self):
         from app.about_dialog import AboutDialog
 
-        dialog = AboutDialog(self.client.model_dir, self.client.device, self)
+        dialog = AboutDialog(self.client.model_dir, self.client.device, self, hardware=self.client.hardware)
         dialog.open()
         return dialog
 

@@ -15,8 +15,9 @@ ORGANIZATION = "Qwen3ASR"
 APPLICATION = "Qwen3 ASR Desktop"
 
 DEVICES = ("auto", "cpu", "cuda")
-INT8 = "int8 (CPU)"   # a precision choice: int8 decoder weights, auto dtype (engine quantize="int8")
-DTYPES = ("auto", "float32", "bfloat16", "float16", INT8)
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZE_CHOICES = ("none", "int8")   # engine quantize=None or "int8" (CPU only, not token-exact)
+LEGACY_INT8_DTYPE = "int8 (CPU)"      # once a Precision choice; read as auto precision + int8
 THEMES = ("system", "light", "dark")
 
 
@@ -30,6 +31,7 @@ MODEL = Key("model/path", "")            # a local folder (downloads land in mod
 ALIGNER = Key("model/aligner", "")       # optional Qwen3-ForcedAligner folder
 DEVICE = Key("model/device", "auto")
 DTYPE = Key("model/dtype", "auto")
+QUANTIZE = Key("model/quantize", "none")
 LANGUAGE = Key("transcribe/language", "")   # "" = detect
 CONTEXT = Key("transcribe/context", "")
 WORD_TIMESTAMPS = Key("transcribe/word_timestamps", True)
@@ -164,3 +166,12 @@ def _convert(value, default):
     if isinstance(value, (list, dict)):   # "a, b" in an INI file reads back as a list
         return _BAD
     return str(value)
+
+
+def model_precision(settings: "Settings") -> tuple[str, str]:
+    """(dtype, quantize) for ``engine.load``: "" for automatic, and "" or "int8". A Precision
+    of "int8 (CPU)" saved by an older version means automatic precision with int8 weights."""
+    dtype, quantize = settings.get(DTYPE), settings.get(QUANTIZE)
+    if dtype == LEGACY_INT8_DTYPE:
+        dtype, quantize = "auto", "int8"
+    return ("" if dtype == "auto" else dtype), ("int8" if quantize == "int8" else "")

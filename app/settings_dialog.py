@@ -94,7 +94,10 @@ class SettingsDialog(QDialog):
         self.device_combo.addItems(S.DEVICES)
         self.dtype_combo = QComboBox()
         self.dtype_combo.addItems(S.DTYPES)
-        for combo in (self.device_combo, self.dtype_combo):
+        self.quantize_combo = QComboBox()
+        self.quantize_combo.addItem("none (exact weights)", "none")
+        self.quantize_combo.addItem("int8 (CPU): faster, not token-exact", "int8")
+        for combo in (self.device_combo, self.dtype_combo, self.quantize_combo):
             combo.setMinimumWidth(160)
         form.addRow("Speech model:",
                     _folder_row(self.model_edit, "Choose a model folder", self, self.settings, model=True))
@@ -102,8 +105,9 @@ class SettingsDialog(QDialog):
                     _folder_row(self.aligner_edit, "Choose an aligner folder", self, self.settings, model=True))
         form.addRow("Device:", self.device_combo)
         form.addRow("Precision:", self.dtype_combo)
+        form.addRow("Quantization:", self.quantize_combo)
         form.addRow(QLabel("“auto” uses the GPU when there is one, in bfloat16; else the CPU.\n"
-                           "“int8 (CPU)” stores the decoder weights as int8: faster on CPU, "
+                           "int8 quantization stores the decoder weights as int8: faster on CPU, "
                            "not token-exact."))
         return page
 
@@ -205,7 +209,9 @@ class SettingsDialog(QDialog):
         self.model_edit.setText(g(S.MODEL))
         self.aligner_edit.setText(g(S.ALIGNER))
         self.device_combo.setCurrentText(g(S.DEVICE))
-        self.dtype_combo.setCurrentText(g(S.DTYPE))
+        dtype, quantize = S.model_precision(self.settings)
+        self.dtype_combo.setCurrentText(dtype or "auto")
+        self.quantize_combo.setCurrentIndex(max(0, self.quantize_combo.findData(quantize or "none")))
         fill_language_combo(self.language_combo, g(S.LANGUAGE))
         self.context_edit.setText(g(S.CONTEXT))
         self.words_check.setChecked(g(S.WORD_TIMESTAMPS))
@@ -230,6 +236,7 @@ class SettingsDialog(QDialog):
         s(S.ALIGNER, self.aligner_edit.text().strip())
         s(S.DEVICE, self.device_combo.currentText())
         s(S.DTYPE, self.dtype_combo.currentText())
+        s(S.QUANTIZE, self.quantize_combo.currentData())
         s(S.LANGUAGE, self.language_combo.currentData() or "")
         s(S.CONTEXT, self.context_edit.text())
         s(S.WORD_TIMESTAMPS, self.words_check.isChecked())

@@ -41,8 +41,6 @@ def _default_loader(model_dir, device=None, dtype=None, *, aligner=None, **optio
         return connect(str(model_dir))
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
-    if dtype == S.INT8:   # the Precision setting's int8 choice: engine quantization, auto dtype
-        return engine.load(model_dir, device, None, aligner=aligner, quantize="int8", **options)
     return engine.load(model_dir, device, dtype, aligner=aligner, **options)
 
 
@@ -102,19 +100,22 @@ class EngineWorker(QObject):
         self._streams: dict[int, _StreamState] = {}
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
+        self.hardware = ""            # the loaded engine's platform line (Help > About)
         self._pump_timer = QTimer(self)  # moved to the worker thread along with self
         self._pump_timer.setInterval(0)
         self._pump_timer.timeout.connect(self._pump)
 
     # -- commands ---------------------------------------------------------------
-    @Slot(str, str, str, str, int)
+    @Slot(str, str, str, str, int, str)
     def load_model(self, model_dir: str, device: str = "", dtype: str = "", aligner: str = "",
-                   kv_cache_mb: int = 0):
+                   kv_cache_mb: int = 0, quantize: str = ""):
         self._set_activity(f"Loading model {Path(model_dir).name}…")
         self.model_loading.emit(model_dir)
         try:
             # the budget only when one is set: loaders given by tests take no options
             options = {"kv_cache_bytes": int(kv_cache_mb) << 20} if kv_cache_mb else {}
+            if quantize:
+                options["quantize"] = quantize
             new_engine = self._loader(model_dir, device or None, dtype or None,
                                       aligner=aligner or None, **options)
         except Exception as exc:  # any failure must reach the user, not kill the thread
@@ -132,6 +133,7 @@ class EngineWorker(QObject):
                 _quietly(request.job.cancel)
             request.job = None
         self._submit_pending()
+        self.hardware = str(getattr(new_engine, "hardware", "") or "")
         self.model_loaded.emit(str(getattr(new_engine, "model_dir", model_dir)),
                                _device_label(new_engine))
         self._kick()

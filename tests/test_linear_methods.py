@@ -91,3 +91,16 @@ def test_float32_engine_tokens_equal_the_mkl_route(tiny_model_dir, monkeypatch):
     on_platform(monkeypatch, onednn_f32_small_rows=False)
     plain = engine.load(tiny_model_dir, dtype="float32").generate(clips, max_new_tokens=16)
     assert routed == plain
+
+
+def test_the_platform_line_reaches_the_cli_and_about(tiny_model_dir, qtbot):
+    """The CLI's first line and Help > About name the platform the rules were chosen for."""
+    from app.about_dialog import AboutDialog
+
+    eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
+    assert eng.hardware.startswith(platform.current().describe()) and "threads" in eng.hardware
+    dialog = AboutDialog("tiny", "cpu, float32", hardware=eng.hardware)
+    qtbot.addWidget(dialog)
+    from PySide6.QtWidgets import QLabel
+
+    assert any(platform.current().cpu_model in label.text() for label in dialog.findChildren(QLabel))

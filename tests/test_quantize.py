@@ -99,13 +99,25 @@ def test_cli_accepts_quantize_int8(tiny_model_dir, speech_wav, tmp_path, capsys)
     assert "invalid choice" in capsys.readouterr().err
 
 
-def test_app_precision_setting_loads_int8(tiny_model_dir, monkeypatch):
+def test_app_quantization_setting_loads_int8(tiny_model_dir, monkeypatch, tmp_path, qapp):
+    """int8 is a quantization setting beside the precision, not a precision; an old settings
+    file's "int8 (CPU)" precision reads as automatic precision with int8 weights."""
     pytest.importorskip("PySide6")
+    from PySide6.QtCore import QSettings
+
     from app import settings as S
-    from app.worker import _default_loader
+    from app.worker import EngineWorker
 
     calls = {}
-    monkeypatch.setattr(engine, "load", lambda *a, **k: calls.update(args=a, kwargs=k))
-    assert S.INT8 in S.DTYPES
-    _default_loader(str(tiny_model_dir), None, S.INT8)
+    worker = EngineWorker(loader=lambda *a, **k: calls.update(args=a, kwargs=k) or object())
+    assert "int8 (CPU)" not in S.DTYPES
+    settings = S.Settings(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    settings.set(S.QUANTIZE, "int8")
+    dtype, quantize = S.model_precision(settings)
+    worker.load_model(str(tiny_model_dir), "cpu", dtype, "", 0, quantize)
     assert calls["kwargs"]["quantize"] == "int8" and calls["args"][2] is None
+    settings.set(S.QUANTIZE, "none")
+    settings.set(S.DTYPE, S.LEGACY_INT8_DTYPE)
+    assert S.model_precision(settings) == ("", "int8")
+    settings.set(S.DTYPE, "float32")
+    assert S.model_precision(settings) == ("float32", "")
