@@ -29,6 +29,9 @@ def serve_command(args, resolve_model, one_line) -> int:
     from server.settings import ServerSettings
 
     try:
+        from engine.arguments import check_serve_numbers
+
+        check_serve_numbers(args)   # each numeric flag by its rule, named, before anything loads
         settings = ServerSettings(host=args.host, port=args.port, api_key=args.api_key or None,
                                   model_name=args.model_name, max_upload_bytes=args.max_upload_mb * 2**20,
                                   request_timeout_s=args.timeout, max_queued_files=args.max_queue,

@@ -18,6 +18,8 @@ from engine.pipelines.argument_rules import (  # noqa: F401  (re-exported)
     MIN_GAP,
     PARALLEL_FILES,
     PRIORITY,
+    SERVE_FLAG_RULES,
+    SERVER_RULES,
     SETTING_RULES,
     NumberRule,
 )
@@ -35,3 +37,10 @@ def check_cli_numbers(args) -> dict:
         if hasattr(args, attr):
             checked[attr] = rule.check_flag(getattr(args, attr))
     return checked
+
+
+def check_serve_numbers(args) -> None:
+    """The numeric flags of ``qwen3-asr serve``, checked before the model loads; ValueError names the flag."""
+    for rule in SERVE_FLAG_RULES:
+        attr = rule.flag.lstrip("-").replace("-", "_")
+        rule.check_flag(getattr(args, attr, None))

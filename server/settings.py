@@ -52,14 +52,8 @@ class ServerSettings:
                              "give an API key (--api-key or QWEN3_ASR_API_KEY)")
         if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 8):
             raise ValueError("the API key must be a string of at least 8 characters")
-        if not 0 < int(self.port) < 65536:
-            raise ValueError(f"port must be 1-65535, got {self.port!r}")
-        for name in ("max_upload_bytes", "max_queued_files", "decode_workers", "max_live_sessions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
-        for name in ("request_timeout_s", "shutdown_grace_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a number of seconds above 0, got {value!r}")
+        from engine.arguments import SERVER_RULES   # one rule per number, as the CLI and the app
+
+        for rule in SERVER_RULES:
+            rule.check(getattr(self, rule.name))
         return self

@@ -176,3 +176,28 @@ def test_cue_flags_are_checked_by_the_settings_rules_when_the_parser_has_them():
         check_cli_numbers(args)
     args.max_line_chars = 42
     assert check_cli_numbers(args) == {"max_chunk_seconds": None, "max_line_chars": 42, "cue_gap_seconds": 0.1}
+
+
+@pytest.mark.parametrize("flag, value", [("--port", "0"), ("--max-upload-mb", "0"), ("--timeout", "nan"),
+                                         ("--max-queue", "-1"), ("--max-live-sessions", "100000"),
+                                         ("--decode-workers", "0")])
+def test_serve_numbers_are_checked_by_their_rule_before_the_model_loads(flag, value, capsys, tmp_path):
+    """The server's limits follow the same rules: the flag named, exit 2, no model loaded
+    (the model folder here does not even exist)."""
+    pytest.importorskip("fastapi")
+    from cli.main import main as cli_main
+
+    code = cli_main(["serve", "--model", str(tmp_path / "no-such-model"), flag, value])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {flag} must be") and "no-such-model" not in err
+
+
+def test_server_settings_use_the_same_rules():
+    pytest.importorskip("fastapi")
+    from server.settings import ServerSettings
+
+    with pytest.raises(ValueError, match="max_queued_files must be between 1 and"):
+        ServerSettings(max_queued_files=0).check()
+    with pytest.raises(ValueError, match="request_timeout_s must be between"):
+        ServerSettings(request_timeout_s=float("inf")).check()
+    assert ServerSettings(max_queued_files=3, request_timeout_s=0.5).check().max_queued_files == 3

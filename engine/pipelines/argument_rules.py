@@ -107,5 +107,19 @@ MAX_DURATION = NumberRule("max_duration", 0.1, 60, "seconds", flag="--max-cue-se
                           setting="cues/max_duration")
 MIN_GAP = NumberRule("min_gap", 0, 2, "seconds", flag="--cue-gap-seconds", setting="cues/min_gap")
 
+# The transcription server's limits (qwen3-asr serve, server.settings.ServerSettings): each a
+# positive bound; the upper ones only keep a typo (an extra zero or three) from meaning "no limit".
+PORT = NumberRule("port", 1, 65535, integer=True, flag="--port")
+MAX_UPLOAD_MB = NumberRule("max_upload_mb", 1, 1 << 20, "MiB", integer=True, flag="--max-upload-mb")
+MAX_UPLOAD_BYTES = NumberRule("max_upload_bytes", 1, 1 << 40, "bytes", integer=True)
+REQUEST_TIMEOUT_S = NumberRule("request_timeout_s", 0.01, 7 * 86400, "seconds", flag="--timeout")
+MAX_QUEUED_FILES = NumberRule("max_queued_files", 1, 1 << 20, integer=True, flag="--max-queue")
+DECODE_WORKERS = NumberRule("decode_workers", 1, 256, integer=True, flag="--decode-workers")
+MAX_LIVE_SESSIONS = NumberRule("max_live_sessions", 1, 1 << 16, integer=True, flag="--max-live-sessions")
+SHUTDOWN_GRACE_S = NumberRule("shutdown_grace_s", 0.01, 3600, "seconds")
+SERVER_RULES = (PORT, MAX_UPLOAD_BYTES, REQUEST_TIMEOUT_S, MAX_QUEUED_FILES, DECODE_WORKERS, MAX_LIVE_SESSIONS,
+                SHUTDOWN_GRACE_S)     # by ServerSettings' field names
+SERVE_FLAG_RULES = (PORT, MAX_UPLOAD_MB, REQUEST_TIMEOUT_S, MAX_QUEUED_FILES, DECODE_WORKERS, MAX_LIVE_SESSIONS)
+
 SETTING_RULES = {rule.setting: rule for rule in (MAX_CHUNK_SECONDS, KV_CACHE_MB, PARALLEL_FILES, LIVE_FONT_SIZE,
                                                  MAX_LINE_CHARS, MAX_LINES, MIN_DURATION, MAX_DURATION, MIN_GAP)}
