@@ -106,9 +106,9 @@ def load_encoder(path=None, data_dir=None, device="cpu", dtype=None) -> GE2EEnco
         raise ValueError(f"{weights} is not a GE2E speaker model: missing {sorted(missing)[:3]}")
     model.load_state_dict({k: state[k] for k in wanted})
     if dtype is None:
-        from engine.network.cpu_bf16 import cpu_has_native_bf16
+        from engine.network import platform
 
-        dtype = torch.bfloat16 if str(device) == "cpu" and cpu_has_native_bf16() else torch.float32
+        dtype = torch.bfloat16 if str(device) == "cpu" and platform.current().native_bf16 else torch.float32
     return model.to(device=device, dtype=dtype).eval()
 
 
