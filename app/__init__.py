@@ -1,6 +1,6 @@
 """Qwen3 ASR Desktop: the PySide6 user interface over the ``engine`` package.
 
-The UI holds no transcription logic: it sends work to ``app.worker`` (which
+The UI holds no transcription logic: it sends work to ``app.backend.worker`` (which
 owns the engine in its own thread) and shows what comes back.
 """
 from __future__ import annotations

@@ -128,13 +128,13 @@ def run_gui(args: argparse.Namespace, loader=None) -> int:
 def build_app(app, args, loader=None):
     """Create settings, history, the engine thread and the main window (tests call this too)."""
     from app import settings as S
-    from app.engine_client import EngineClient
-    from app.history_open import open_history
+    from app.backend.engine_client import EngineClient
+    from app.history.history_open import open_history
     from app.main_window import MainWindow
     from app.paths import history_file
     from app.settings import Settings
     from app.startup_notices import show_startup_notices
-    from app.theme import apply_theme, follow_system_scheme
+    from app.widgets.theme import apply_theme, follow_system_scheme
 
     app.setApplicationName(APP_NAME)
     app.setApplicationVersion(__version__)

@@ -21,20 +21,20 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME
-from app import dialog_folders
+from app.widgets import dialog_folders
 from app import settings as S
-from app.elided_label import ElidedLabel
-from app.export_actions import CHOICES, clipboard_text, export_many
-from app.export_run import ExportCommands
-from app.file_collect import collect_audio_files, describe_refused
-from app.history_actions import HistoryActions
-from app.history_panel import HistoryPanel
-from app.notice_bar import NoticeBar
-from app.queue_controller import QueueController
-from app.queue_model import EDITABLE_STATES, IN_FLIGHT
-from app.queue_view import LOADING_MODEL_TEXT, QueuePanel
-from app.transcript_edits import TranscriptEdits
-from app.transcript_view import TranscriptView
+from app.widgets.elided_label import ElidedLabel
+from app.export.export_actions import CHOICES, clipboard_text, export_many
+from app.export.export_run import ExportCommands
+from app.queue.file_collect import collect_audio_files, describe_refused
+from app.history.history_actions import HistoryActions
+from app.history.history_panel import HistoryPanel
+from app.widgets.notice_bar import NoticeBar
+from app.queue.queue_controller import QueueController
+from app.queue.queue_model import EDITABLE_STATES, IN_FLIGHT
+from app.queue.queue_view import LOADING_MODEL_TEXT, QueuePanel
+from app.transcript.transcript_edits import TranscriptEdits
+from app.transcript.transcript_view import TranscriptView
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,10 @@ class MainWindow(ExportCommands, QMainWindow):
         self._connect()
         self.history_actions = HistoryActions(self)   # delete, versions, re-adding a known file
         self._build_edit_menu()
-        from app import keyboard   # Space, Left/Right, F3, the View menu and the Tab order
+        from app.widgets import keyboard  # Space, Left/Right, F3, the View menu and the Tab order
 
         keyboard.install(self)
-        from app.view_prefs import MACHINE_SPEED   # the ETA's bound, measured in earlier runs
+        from app.settings.view_prefs import MACHINE_SPEED   # the ETA's bound, measured in earlier runs
 
         client.worker.speed.value = settings.get(MACHINE_SPEED) or None
         client.worker.speed_measured.connect(lambda value: settings.set(MACHINE_SPEED, value))
@@ -120,7 +120,7 @@ class MainWindow(ExportCommands, QMainWindow):
             n = len(resumed)
             self.notice.show_notice(f"{n} unfinished file{'s were' if n != 1 else ' was'} resumed "
                                     "from the last session.")
-        from app.watch_folder_service import WatchFolderService
+        from app.watch.watch_folder_service import WatchFolderService
 
         self.watch_folder = WatchFolderService(self.settings, self.queue, parent=self)
         self.watch_folder.message.connect(lambda text: self.statusBar().showMessage(text, 10000))
@@ -214,7 +214,7 @@ class MainWindow(ExportCommands, QMainWindow):
             toolbar.addAction(action)
 
     def _build_status_bar(self):
-        from app.status_bar import ElidingStatusBar   # long messages end in "…" at a word
+        from app.widgets.status_bar import ElidingStatusBar   # long messages end in "…" at a word
 
         self.setStatusBar(ElidingStatusBar())
         # A long model folder name ends in "…" (full text in the tooltip): a plain label was cut
@@ -248,7 +248,7 @@ class MainWindow(ExportCommands, QMainWindow):
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
         worker = self.client.worker
-        from app.speaker_setup import speakers_setting
+        from app.transcript.speaker_setup import speakers_setting
 
         worker.speakers = speakers_setting(self.settings)
         worker.model_loading.connect(self._model_loading)
@@ -323,7 +323,7 @@ class MainWindow(ExportCommands, QMainWindow):
             placeholder = status
         partial = self.queue.partials.get(job_id) if item.transcript is None else None
         if partial:   # a running file's lines so far (app/partial_view.py)
-            from app.partial_view import show_partial
+            from app.transcript.partial_view import show_partial
 
             show_partial(self.transcript_view, item, partial, status)
             self.transcript_view.show_models_button(False)
@@ -362,7 +362,7 @@ class MainWindow(ExportCommands, QMainWindow):
         if self._selected_id != job_id:
             return
         view, item = self.transcript_view, self.queue.model.item(job_id)
-        from app.partial_view import partial_is_shown
+        from app.transcript.partial_view import partial_is_shown
 
         if view.model.transcript is None:
             self._show_queue_item(job_id)
@@ -496,7 +496,7 @@ class MainWindow(ExportCommands, QMainWindow):
 
     # -- model --------------------------------------------------------------------------
     def load_configured_model(self) -> bool:
-        from app.remote_engine import remote_model
+        from app.backend.remote_engine import remote_model
 
         server = remote_model(self.settings)   # Settings > Engine: Server
         if server:
@@ -542,7 +542,7 @@ class MainWindow(ExportCommands, QMainWindow):
 
     # -- other windows ---------------------------------------------------------------------------
     def open_live_window(self):
-        from app.live_window import LiveWindow
+        from app.live.live_window import LiveWindow
 
         if self.live_window is None:
             self.live_window = LiveWindow(self.client, self.settings)
@@ -573,9 +573,9 @@ class MainWindow(ExportCommands, QMainWindow):
         return file_id
 
     def open_settings(self):
-        from app.settings_dialog import SettingsDialog
+        from app.settings.settings_dialog import SettingsDialog
 
-        from app.remote_engine import engine_choice
+        from app.backend.remote_engine import engine_choice
 
         before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE, S.QUANTIZE)] + engine_choice(self.settings)
         dialog = SettingsDialog(self.settings, self)
@@ -584,7 +584,7 @@ class MainWindow(ExportCommands, QMainWindow):
         return dialog
 
     def apply_settings(self, model_before=None):
-        from app.theme import apply_theme
+        from app.widgets.theme import apply_theme
 
         self.queue.parallel = max(1, self.settings.get(S.PARALLEL_FILES))
         self.queue.word_timestamps = bool(self.settings.get(S.WORD_TIMESTAMPS)
@@ -596,7 +596,7 @@ class MainWindow(ExportCommands, QMainWindow):
         app = QGuiApplication.instance()
         if app is not None:
             apply_theme(app, self.settings.get(S.THEME))
-        from app.remote_engine import engine_choice
+        from app.backend.remote_engine import engine_choice
 
         now = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE, S.QUANTIZE)] + engine_choice(self.settings)
         if model_before is not None and now != model_before:
@@ -604,7 +604,7 @@ class MainWindow(ExportCommands, QMainWindow):
         self.queue.dispatch()
 
     def open_model_manager(self, first_run: bool = False):
-        from app.model_manager import ModelManagerDialog
+        from app.models.model_manager import ModelManagerDialog
 
         dialog = ModelManagerDialog(self.settings.get(S.MODEL), first_run, self)
         dialog.model_chosen.connect(self._model_chosen)
@@ -617,7 +617,7 @@ class MainWindow(ExportCommands, QMainWindow):
         self.apply_settings(model_before=[])
 
     def open_about(self):
-        from app.about_dialog import AboutDialog
+        from app.widgets.about_dialog import AboutDialog
 
         dialog = AboutDialog(self.client.model_dir, self.client.device, self, hardware=self.client.hardware)
         dialog.open()
@@ -696,7 +696,7 @@ class MainWindow(ExportCommands, QMainWindow):
         QMessageBox.information(self, "Getting started", GETTING_STARTED)
 
     def open_shortcuts(self):
-        from app.keyboard import shortcuts_html
+        from app.widgets.keyboard import shortcuts_html
 
         QMessageBox.information(self, "Keyboard shortcuts", shortcuts_html())
 

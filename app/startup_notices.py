@@ -9,13 +9,13 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QMessageBox
 
-from app.history_open import LOCKED, UNWRITABLE
+from app.history.history_open import LOCKED, UNWRITABLE
 
 TITLES = {LOCKED: "History is locked", UNWRITABLE: "Data folder is not writable"}
 
 
 def show_startup_notices(window, opening) -> None:
-    """Schedule the message for ``opening`` (an app.history_open.HistoryOpening) on ``window``;
+    """Schedule the message for ``opening`` (an app.history.history_open.HistoryOpening) on ``window``;
     sets ``window.startup_notice`` to the box once it is shown (None when all was well)."""
     window.startup_notice = None
     if not opening.history.persistent:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import fake_engine
-from app.engine_client import EngineClient
+from app.backend.engine_client import EngineClient
 
 
 @pytest.fixture(autouse=True)

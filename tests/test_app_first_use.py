@@ -84,7 +84,7 @@ def test_a_saved_geometry_wider_than_the_screen_is_fitted_to_it(qtbot, client, t
 
 def test_without_a_model_files_wait_for_one_and_the_pane_says_so(qtbot, client, tmp_path):
     from app.main_window import WAITING_FOR_MODEL
-    from app.queue_view import progress_text
+    from app.queue.queue_view import progress_text
 
     w = _window(qtbot, client, tmp_path, model=False)
     ids = w.add_paths([_wav(tmp_path, "talk.wav")])
@@ -126,7 +126,7 @@ def test_quitting_while_transcribing_asks_and_the_next_start_says_what_resumed(
 
 def test_export_never_overwrites_without_asking_and_kinds_get_their_own_names(
         window, qtbot, tmp_path):
-    from app.export_actions import CHOICES
+    from app.export.export_actions import CHOICES
 
     out = tmp_path / "out"
     window.settings.set(S.EXPORT_DIR, str(out))
@@ -154,7 +154,7 @@ def test_export_never_overwrites_without_asking_and_kinds_get_their_own_names(
 
 
 def test_search_counts_matches_not_rows(qtbot):
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)
@@ -171,7 +171,7 @@ def test_search_counts_matches_not_rows(qtbot):
 
 
 def test_rows_show_start_and_end_and_edit_in_a_multi_line_box(qtbot):
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)
@@ -189,8 +189,8 @@ def test_rows_show_start_and_end_and_edit_in_a_multi_line_box(qtbot):
 
 
 def test_no_speech_is_said_in_words(qtbot):
-    from app.queue_model import QueueItem, QueueModel
-    from app.transcript_view import NO_SPEECH, TranscriptView
+    from app.queue.queue_model import QueueItem, QueueModel
+    from app.transcript.transcript_view import NO_SPEECH, TranscriptView
 
     silent = Transcript(text="", language=None, duration=12.0, segments=[])
     view = TranscriptView()
@@ -233,8 +233,8 @@ def test_language_editor_is_wide_enough_for_its_entries(qtbot):
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QStyleOptionViewItem
 
-    from app.queue_model import COL_LANGUAGE, QueueItem, QueueModel
-    from app.queue_view import QueueTable
+    from app.queue.queue_model import COL_LANGUAGE, QueueItem, QueueModel
+    from app.queue.queue_view import QueueTable
 
     model = QueueModel()
     model.add(QueueItem(1, "talk.wav"))
@@ -261,7 +261,7 @@ def test_model_loading_is_said_once_and_toolbar_and_help_are_complete(window):
 
 
 def test_seek_bar_and_time_belong_to_the_file_shown(qtbot):
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)
@@ -300,7 +300,7 @@ def test_a_live_session_lands_in_history_and_the_window_reopens_empty(window, qt
 
 def test_inputs_have_friendly_names_and_a_lost_microphone_is_said_in_words():
     from engine.audio.microphone import InputDevice
-    from app.live_window import describe_input_error, friendly_input_name
+    from app.live.live_window import describe_input_error, friendly_input_name
 
     default = InputDevice(0, "default", "ALSA", 44100.0, 2, True)
     usb = InputDevice(3, "USB Audio Device: Audio (hw:2,0)", "ALSA", 48000.0, 1, False)
@@ -315,7 +315,7 @@ def test_inputs_have_friendly_names_and_a_lost_microphone_is_said_in_words():
 
 
 def test_models_dialog_shows_the_model_in_use_sizes_and_deletes_downloads(qtbot, tmp_path):
-    from app.model_manager import LAYOUTS_EXPLAINED, ModelManagerDialog
+    from app.models.model_manager import LAYOUTS_EXPLAINED, ModelManagerDialog
     from modelhub.downloads import default_model_dest
 
     def fake_download(repo_id, megabytes):
@@ -371,8 +371,8 @@ def test_status_bar_labels_never_overlap(qtbot, client, tmp_path):
 
 def test_detected_language_is_shown_whole_in_the_queue(qtbot):
     """At the default width every row read "Engli…auto)"."""
-    from app.queue_model import COL_LANGUAGE, QueueItem, QueueModel
-    from app.queue_view import QueueTable
+    from app.queue.queue_model import COL_LANGUAGE, QueueItem, QueueModel
+    from app.queue.queue_view import QueueTable
 
     model = QueueModel()
     model.add(QueueItem(1, "talk.wav"))

@@ -25,7 +25,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
 
 from app import settings as S  # noqa: E402
-from app.engine_client import EngineClient  # noqa: E402
+from app.backend.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app_fixtures import data_dir  # noqa: E402,F401  (autouse fixture, found by name)
 
@@ -92,7 +92,7 @@ def test_drop_transcribe_export(window, qtbot, speech_wav, tmp_path):
     assert view.model.transcript.text == first.transcript.text
     assert window.history.get_transcript(first.job_id).to_dict() == first.transcript.to_dict()
 
-    from app.export_actions import CHOICES
+    from app.export.export_actions import CHOICES
 
     window.settings.set(S.EXPORT_DIR, str(tmp_path / "out"))
     written = []

@@ -161,8 +161,8 @@ def test_estimated_times_carry_a_marker_and_the_fallback_note_shows_above(qtbot,
 
 def test_unrecorded_live_session_cannot_play_and_exports_to_documents(qtbot, window, tmp_path,
                                                                       monkeypatch):
-    from app import dialog_folders
-    from app.export_actions import CHOICES
+    from app.widgets import dialog_folders
+    from app.export.export_actions import CHOICES
 
     docs = tmp_path / "Documents"
     docs.mkdir()

@@ -16,7 +16,7 @@ WAIT_MS = 10_000
 
 def test_a_28_character_file_name_is_shown_whole_at_the_default_size(qtbot, client, tmp_path):
     """The File column read "weekly…26.wav" beside an empty Context column and a 150 px Progress."""
-    from app.queue_model import COL_NAME
+    from app.queue.queue_model import COL_NAME
 
     w = _window(qtbot, client, tmp_path, model=False)   # no model: the row stays put
     assert (w.width(), w.height()) == (1180, 720)
@@ -33,8 +33,8 @@ def test_status_and_language_words_are_shown_whole_at_any_font_size(qtbot, point
     """Fixed pixel widths cut words at larger fonts: under Xvfb every running row read "Tran…bing"."""
     from PySide6.QtGui import QFont
 
-    from app.queue_model import COL_LANGUAGE, COL_STATUS, STATUS_TEXT, QueueItem, QueueModel
-    from app.queue_view import QueueTable
+    from app.queue.queue_model import COL_LANGUAGE, COL_STATUS, STATUS_TEXT, QueueItem, QueueModel
+    from app.queue.queue_view import QueueTable
 
     from PySide6.QtWidgets import QApplication
 
@@ -59,7 +59,7 @@ def test_status_and_language_words_are_shown_whole_at_any_font_size(qtbot, point
 
 def test_the_context_column_shows_once_a_file_has_a_context_set_from_the_row_menu(
         qtbot, client, tmp_path):
-    from app.queue_model import COL_CONTEXT
+    from app.queue.queue_model import COL_CONTEXT
 
     w = _window(qtbot, client, tmp_path, model=False)
     ids = w.add_paths([_wav(tmp_path, "talk.wav")])
@@ -96,7 +96,7 @@ def test_a_long_model_folder_name_is_shortened_with_an_ellipsis_and_never_widens
 
 
 def test_a_cut_short_label_gets_its_full_text_as_a_tooltip(qtbot):
-    from app.elided_label import ElidedLabel
+    from app.widgets.elided_label import ElidedLabel
 
     label = ElidedLabel("Model: tiny on cpu, float32")     # under 40 characters
     qtbot.addWidget(label)

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app import settings as S  # noqa: E402
-from app.engine_client import EngineClient  # noqa: E402
-from app.remote_engine import ENGINE_MODE, SERVER_KEY, SERVER_URL  # noqa: E402
+from app.backend.engine_client import EngineClient  # noqa: E402
+from app.backend.remote_engine import ENGINE_MODE, SERVER_KEY, SERVER_URL  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app_fixtures import data_dir  # noqa: E402,F401  (autouse fixture, found by name)
 from server_fixtures import MODELS, RunningServer  # noqa: E402
@@ -65,7 +65,7 @@ def test_queue_transcript_and_exports_over_the_network(window, qtbot, server, sp
         [s.text for s in local.segments]
     window.queue_panel.table.selectRow(model.row_of(first.job_id))
     assert window.transcript_view.model.transcript.text == local.text
-    from app.export_actions import CHOICES
+    from app.export.export_actions import CHOICES
 
     window.settings.set(S.EXPORT_DIR, str(tmp_path / "out"))
     written = window.export_selected(next(c for c in CHOICES if "JSON" in str(c)))
@@ -87,7 +87,7 @@ def test_live_window_streams_to_the_server(window, qtbot, speech_wav):
 
 
 def test_engine_page_saves_the_choice(qtbot, data_dir):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     settings = Settings()
     dialog = SettingsDialog(settings)

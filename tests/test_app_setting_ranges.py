@@ -9,9 +9,9 @@ import os
 from test_app_startup import data_dir, start  # noqa: F401  (a fixture)
 
 from app import settings as S
-from app.file_collect import collect_audio_files
+from app.queue.file_collect import collect_audio_files
 from app.settings import Settings
-from app.worker import EngineWorker
+from app.backend.worker import EngineWorker
 
 
 def test_out_of_range_numbers_are_ignored_with_a_log_line_each(qtbot, qapp, data_dir, caplog):  # noqa: F811
@@ -32,7 +32,7 @@ def test_out_of_range_numbers_are_ignored_with_a_log_line_each(qtbot, qapp, data
         assert f"{name}={shown}" in logged, name
         assert logged.count(f"{name}={shown}") == 1      # once, not at every read
     assert "transcribe/max_chunk_seconds must be 0 (automatic) or between 1 and 1200 seconds" in logged
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(settings)                     # no OverflowError filling the controls
     qtbot.addWidget(dialog)
@@ -43,7 +43,7 @@ def test_out_of_range_numbers_are_ignored_with_a_log_line_each(qtbot, qapp, data
 def test_values_in_range_pass_and_the_dialog_saves_a_budget(qtbot, qapp, tmp_path):
     from PySide6.QtCore import QSettings
 
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     settings = Settings(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     settings.set(S.MAX_CHUNK_SECONDS, 600)

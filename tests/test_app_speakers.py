@@ -13,8 +13,8 @@ def _transcript():
 
 
 def test_speaker_column_rename_merge_and_search(qtbot):
-    from app.transcript_model import COL_SPEAKER
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_model import COL_SPEAKER
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)
@@ -45,8 +45,8 @@ def test_speaker_column_rename_merge_and_search(qtbot):
 
 
 def test_no_speaker_column_without_speakers(qtbot):
-    from app.transcript_model import COL_SPEAKER
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_model import COL_SPEAKER
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)
@@ -58,7 +58,7 @@ def test_the_settings_default_for_speakers(tmp_path):
     from PySide6.QtCore import QSettings
 
     from app.settings import Settings
-    from app.speaker_setup import speakers_setting
+    from app.transcript.speaker_setup import speakers_setting
 
     qs = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     settings = Settings(qs)

@@ -189,7 +189,7 @@ def _tone(path: Path) -> None:
 
 
 def test_history_opening_notice_texts(tmp_path):
-    from app.history_open import open_history
+    from app.history.history_open import open_history
 
     db = tmp_path / "history.sqlite3"
     db.write_bytes(b"not sqlite at all" * 100)

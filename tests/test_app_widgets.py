@@ -9,10 +9,10 @@ from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QUrl, Signal  # noqa
 from PySide6.QtGui import QDropEvent  # noqa: E402
 
 from app import settings as S  # noqa: E402
-from app.file_collect import collect_audio_files, describe_refused  # noqa: E402
-from app.queue_model import QueueItem, QueueModel  # noqa: E402
+from app.queue.file_collect import collect_audio_files, describe_refused  # noqa: E402
+from app.queue.queue_model import QueueItem, QueueModel  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.transcript_model import TranscriptModel, word_spans  # noqa: E402
+from app.transcript.transcript_model import TranscriptModel, word_spans  # noqa: E402
 from engine.text.types import Segment, Transcript, Word  # noqa: E402
 from app_fixtures import client, data_dir, open_main_window  # noqa: E402,F401  (fixtures, found by name)
 
@@ -148,7 +148,7 @@ def test_settings_survive_restart(qtbot):
 
 
 def test_settings_dialog_roundtrip(qtbot):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     settings = Settings()
     dialog = SettingsDialog(settings)
@@ -163,7 +163,7 @@ def test_settings_dialog_roundtrip(qtbot):
 
 
 def test_model_manager_offline_says_so(qtbot, monkeypatch, tiny_model_dir, tmp_path):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     dialog = ModelManagerDialog(first_run=True)
@@ -180,7 +180,7 @@ def test_model_manager_offline_says_so(qtbot, monkeypatch, tiny_model_dir, tmp_p
 
 
 def test_export_and_edit_from_window(window, qtbot, tmp_path):
-    from app.export_actions import CHOICES
+    from app.export.export_actions import CHOICES
 
     (a,) = _wavs(tmp_path, "talk.wav")
     window.settings.set(S.EXPORT_DIR, str(tmp_path / "out"))
@@ -196,8 +196,8 @@ def test_export_and_edit_from_window(window, qtbot, tmp_path):
 
 
 def test_about_and_player_degrade(qtbot):
-    from app.about_dialog import AboutDialog
-    from app.player import Player
+    from app.widgets.about_dialog import AboutDialog
+    from app.transcript.player import Player
 
     dialog = AboutDialog("tiny", "cpu")
     qtbot.addWidget(dialog)
@@ -246,7 +246,7 @@ def test_click_word_plays_from_it_and_playhead_highlights(qtbot):
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QStyleOptionViewItem
 
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     player = StubPlayer()
     view = TranscriptView(player=player)
@@ -275,7 +275,7 @@ def test_live_window_with_fake_stream(client, qtbot, tmp_path, data_dir):
     import numpy as np
     import soundfile as sf
 
-    from app.live_window import LiveWindow
+    from app.live.live_window import LiveWindow
     from engine.audio.recorder import FileSource
 
     client.load_model(str(tmp_path))
@@ -297,7 +297,7 @@ def test_live_window_with_fake_stream(client, qtbot, tmp_path, data_dir):
 
 
 def test_live_window_tentative_is_lighter(client, qtbot):
-    from app.live_window import TENTATIVE_COLOR, LiveWindow
+    from app.live.live_window import TENTATIVE_COLOR, LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
@@ -313,8 +313,8 @@ def test_search_match_stays_marked_on_a_playing_row(qtbot):
     from PySide6.QtGui import QTextCursor
     from PySide6.QtWidgets import QStyleOptionViewItem
 
-    from app.transcript_delegate import SEARCH_BACKGROUND
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_delegate import SEARCH_BACKGROUND
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView(player=StubPlayer())
     qtbot.addWidget(view)
@@ -337,7 +337,7 @@ def test_search_match_stays_marked_on_a_playing_row(qtbot):
 
 
 def test_transcript_pane_says_why_it_is_empty(qtbot):
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView(player=StubPlayer())
     qtbot.addWidget(view)
@@ -361,7 +361,7 @@ def test_failed_file_pane_points_to_retry(window, qtbot):
 
 
 def test_only_files_in_flight_get_a_progress_bar_text(qtbot):
-    from app.queue_view import progress_text
+    from app.queue.queue_view import progress_text
 
     running = QueueItem(1, "/a.wav", state="running", progress=0.4, eta=75.0)
     assert progress_text(running) == "40% · 1:15 left"
@@ -374,8 +374,8 @@ def test_only_files_in_flight_get_a_progress_bar_text(qtbot):
 def test_finished_states_are_coloured_readably(qapp, theme):
     from PySide6.QtGui import QColor
 
-    from app.queue_model import COL_STATUS
-    from app.theme import apply_theme, dark_palette
+    from app.queue.queue_model import COL_STATUS
+    from app.widgets.theme import apply_theme, dark_palette
 
     apply_theme(qapp, theme)
     try:
@@ -403,7 +403,7 @@ def _contrast(a, b) -> float:
 def test_dark_theme_check_boxes_have_a_visible_box(qtbot, qapp):
     from PySide6.QtWidgets import QCheckBox
 
-    from app.theme import apply_theme
+    from app.widgets.theme import apply_theme
 
     apply_theme(qapp, "dark")
     try:
@@ -421,7 +421,7 @@ def test_dark_theme_check_boxes_have_a_visible_box(qtbot, qapp):
 
 def test_live_window_without_microphone_offers_a_file(client, qtbot, monkeypatch):
     import engine.audio.microphone
-    from app.live_window import FILE_ITEM, LiveWindow
+    from app.live.live_window import FILE_ITEM, LiveWindow
 
     monkeypatch.setattr(engine.audio.microphone, "list_input_devices", lambda: [])
     live = LiveWindow(client, Settings())
@@ -432,7 +432,7 @@ def test_live_window_without_microphone_offers_a_file(client, qtbot, monkeypatch
 
 
 def test_history_rows_show_length_and_never_scroll_sideways(qtbot):
-    from app.history_panel import HistoryPanel
+    from app.history.history_panel import HistoryPanel
 
     panel = HistoryPanel()
     qtbot.addWidget(panel)

@@ -99,7 +99,7 @@ def test_good_model_still_loads_and_matches(tiny_model_dir, tmp_path):
                                    "safetensors cut in half"])
 def test_app_model_load_error_is_one_plain_line(label, cases, qtbot):
     pytest.importorskip("pytestqt")
-    from app.worker import EngineWorker
+    from app.backend.worker import EngineWorker
 
     folder, words = cases[label]
     worker = EngineWorker()

@@ -42,7 +42,7 @@ def test_automatic_by_default(qtbot, client, tmp_path):
 
 
 def test_settings_dialog_saves_and_shows_it(qtbot):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(Settings())
     qtbot.addWidget(dialog)

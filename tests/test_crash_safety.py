@@ -162,7 +162,7 @@ def test_crash_fails_the_file_job_with_a_clear_error_and_the_next_file_is_exact(
 def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
-    from app.engine_client import EngineClient
+    from app.backend.engine_client import EngineClient
     from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file

@@ -59,14 +59,14 @@ def _chosen_folder(tmp_path, name) -> Path:
 
 
 def _live(client):
-    from app.live_window import LiveWindow
+    from app.live.live_window import LiveWindow
 
     return LiveWindow(client, Settings())
 
 
 def test_play_a_file_as_live_input_opens_at_home_then_the_last_folder_with_the_media_filter(
         qtbot, client, dialogs, tmp_path):
-    from app.input_devices import FILE_ITEM
+    from app.live.input_devices import FILE_ITEM
     from app.main_window import MainWindow
     from app.history import History
 
@@ -92,7 +92,7 @@ def test_play_a_file_as_live_input_opens_at_home_then_the_last_folder_with_the_m
 @pytest.mark.parametrize("which", ["text", "audio"])
 def test_live_save_dialogs_open_in_documents_then_the_last_export_folder(qtbot, client, dialogs,
                                                                         tmp_path, which):
-    from app.dialog_folders import documents_folder
+    from app.widgets.dialog_folders import documents_folder
 
     live = _live(client)
     qtbot.addWidget(live)
@@ -110,7 +110,7 @@ def test_live_save_dialogs_open_in_documents_then_the_last_export_folder(qtbot, 
 
 
 def test_choose_a_model_folder_opens_at_home_then_the_last_folder(qtbot, dialogs, tmp_path):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     dialog = ModelManagerDialog("")
     qtbot.addWidget(dialog)
@@ -139,7 +139,7 @@ def test_main_window_add_dialogs_open_at_home_then_the_last_folder(qtbot, client
 
 def test_settings_folder_fields_open_at_home_then_the_last_folder_when_empty(
         qtbot, dialogs, tmp_path):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     settings = Settings()
     settings.set(S.MODEL, "")
@@ -162,7 +162,7 @@ def test_settings_folder_fields_open_at_home_then_the_last_folder_when_empty(
 
 def test_choosing_a_model_folder_remembers_where_it_sits_not_the_folder_itself(qtbot, tmp_path, monkeypatch):
     """Else the next "Add files" opened among the model's weight files."""
-    from app import dialog_folders
+    from app.widgets import dialog_folders
     from app.settings import Settings
 
     models = tmp_path / "models"
@@ -177,8 +177,8 @@ def test_choosing_a_model_folder_remembers_where_it_sits_not_the_folder_itself(q
 
 def test_add_files_opens_the_media_folder_not_the_models_folder(qtbot, client, dialogs, tmp_path):
     """Choosing a model folder in Models must not move where "Add files" opens."""
-    from app import dialog_folders
-    from app.model_manager import ModelManagerDialog
+    from app.widgets import dialog_folders
+    from app.models.model_manager import ModelManagerDialog
 
     media = _chosen_folder(tmp_path, "recordings")
     dialog_folders.remember(str(media / "talk.wav"))

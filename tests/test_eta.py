@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from app.eta import EtaEstimator
+from app.queue.eta import EtaEstimator
 
 
 def feed(points, estimator=None):

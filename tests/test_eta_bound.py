@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.eta import MachineSpeed, bounded
+from app.queue.eta import MachineSpeed, bounded
 
 pytest.importorskip("pytestqt")
 
@@ -25,7 +25,7 @@ def test_an_absurd_estimate_is_bounded_by_the_audio_left():
 
 def test_the_machine_speed_is_measured_and_kept(qtbot, client, tmp_path):
     from app.settings import Settings
-    from app.view_prefs import MACHINE_SPEED
+    from app.settings.view_prefs import MACHINE_SPEED
 
     w = open_main_window(qtbot, client, tmp_path)
     (job,) = w.add_paths([silent_wav(tmp_path, "talk.wav")])
@@ -37,8 +37,8 @@ def test_the_machine_speed_is_measured_and_kept(qtbot, client, tmp_path):
 def test_time_left_never_overflows_the_bar(qtbot):
     from PySide6.QtWidgets import QWidget
 
-    from app.queue_model import QueueItem
-    from app.queue_view import fit_progress_text, progress_text
+    from app.queue.queue_model import QueueItem
+    from app.queue.queue_view import fit_progress_text, progress_text
 
     metrics = QWidget().fontMetrics()
     item = QueueItem(1, "/a.wav", state="running", progress=0.1, eta=2 * 3600 + 41 * 60)

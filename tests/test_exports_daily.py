@@ -99,12 +99,12 @@ def test_save_as_names_the_file(finished, tmp_path):
 
 def test_recordings_export_to_documents_not_the_data_folder(qtbot, client, tmp_path, monkeypatch,
                                                             data_dir):
-    from app.export_actions import CHOICES
+    from app.export.export_actions import CHOICES
     from app.paths import recordings_dir
 
     documents = tmp_path / "Documents"
     documents.mkdir()
-    monkeypatch.setattr("app.dialog_folders.documents_folder", lambda: str(documents))
+    monkeypatch.setattr("app.widgets.dialog_folders.documents_folder", lambda: str(documents))
     w = open_main_window(qtbot, client, tmp_path)
     recordings_dir().mkdir(parents=True, exist_ok=True)
     recording = silent_wav(recordings_dir(), "live-2026-12-02.wav")

@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from app.history import History
-from app.history_delete import delete, describe, plan_deletion, prune_recordings
+from app.history.history_delete import delete, describe, plan_deletion, prune_recordings
 from engine.text.types import Segment, Transcript, Word
 
 

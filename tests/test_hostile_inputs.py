@@ -282,7 +282,7 @@ def test_cli_output_folder_under_a_file_names_the_path(corpus, tiny_model_dir, c
 def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
-    from app.engine_client import EngineClient
+    from app.backend.engine_client import EngineClient
     from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file
@@ -315,8 +315,8 @@ def test_app_queue_corpus_fails_alone_with_visible_reasons(window, corpus, qtbot
     from PySide6.QtCore import Qt
 
     from app import settings as S
-    from app.export_actions import CHOICES
-    from app.queue_model import COL_PROGRESS, COL_STATUS
+    from app.export.export_actions import CHOICES
+    from app.queue.queue_model import COL_PROGRESS, COL_STATUS
 
     cases: list[Case] = corpus["cases"]
     model = window.queue.model

@@ -34,7 +34,7 @@ def inputs(monkeypatch):
     monkeypatch.setattr(microphone, "list_input_devices", lambda: list(state[0]))
     monkeypatch.setattr(microphone, "rescan_devices", lambda: rescans.append(1) or True)
     # Whether this machine has a sound server must not change the list under test.
-    monkeypatch.setattr("app.input_devices._system_audio_label", lambda: "")
+    monkeypatch.setattr("app.live.input_devices._system_audio_label", lambda: "")
     state.append(rescans)
     return state
 
@@ -44,7 +44,7 @@ def names(combo):
 
 
 def test_plugged_in_microphone_appears_and_the_choice_is_kept(client, qtbot, inputs):
-    from app.live_window import FILE_ITEM, LiveWindow
+    from app.live.live_window import FILE_ITEM, LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
@@ -76,7 +76,7 @@ def test_plugged_in_microphone_appears_and_the_choice_is_kept(client, qtbot, inp
 
 
 def test_file_or_system_audio_choice_survives_a_change(client, qtbot, inputs):
-    from app.live_window import FILE_ITEM, LiveWindow
+    from app.live.live_window import FILE_ITEM, LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
@@ -87,8 +87,8 @@ def test_file_or_system_audio_choice_survives_a_change(client, qtbot, inputs):
 
 
 def test_the_window_polls_only_while_shown_and_idle(client, qtbot, inputs, monkeypatch):
-    from app import input_devices
-    from app.live_window import LiveWindow
+    from app.live import input_devices
+    from app.live.live_window import LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)

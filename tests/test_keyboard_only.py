@@ -46,10 +46,10 @@ def tab_to(qtbot, widget, limit=20):
 
 
 def test_add_play_search_export_with_the_keyboard_only(qtbot, client, tmp_path, monkeypatch):
-    monkeypatch.setattr("app.transcript_view.Player", FakePlayer)
+    monkeypatch.setattr("app.transcript.transcript_view.Player", FakePlayer)
     talk = silent_wav(tmp_path, "talk.wav")
     # The file dialog itself is Qt's (keyboard-driven); here it answers with the file.
-    monkeypatch.setattr("app.dialog_folders.QFileDialog.getOpenFileNames",
+    monkeypatch.setattr("app.widgets.dialog_folders.QFileDialog.getOpenFileNames",
                         lambda *a, **k: ([str(talk)], ""))
     w = open_main_window(qtbot, client, tmp_path)
     w.activateWindow()

@@ -65,7 +65,7 @@ def no_modifier_left_held(qtbot):
 
 @pytest.fixture
 def window(qtbot, client, tmp_path, monkeypatch):
-    monkeypatch.setattr("app.transcript_view.Player", FakePlayer)
+    monkeypatch.setattr("app.transcript.transcript_view.Player", FakePlayer)
     w = open_main_window(qtbot, client, tmp_path)
     (job,) = w.add_paths([silent_wav(tmp_path, "talk.wav")])
     qtbot.waitUntil(lambda: w.queue.model.item(job).state == "done", timeout=5000)
@@ -142,7 +142,7 @@ def test_space_plays_and_pauses_left_right_seek(window, qtbot):
 
 def test_text_size_and_speed_are_kept(window, qtbot):
     from app.settings import Settings
-    from app.view_prefs import PLAYBACK_RATE, TRANSCRIPT_FONT_PT
+    from app.settings.view_prefs import PLAYBACK_RATE, TRANSCRIPT_FONT_PT
 
     view = window.transcript_view
     before = view.font_points()
@@ -156,7 +156,7 @@ def test_text_size_and_speed_are_kept(window, qtbot):
 
 
 def test_time_column_reads_start_to_end_on_one_line():
-    from app.transcript_model import TranscriptModel, format_span
+    from app.transcript.transcript_model import TranscriptModel, format_span
 
     assert format_span(7.2, 11.9) == "0:07–0:11"
     assert format_span(3725, 3731) == "1:02:05–1:02:11"
@@ -169,7 +169,7 @@ def test_playing_word_stands_out_in_the_selected_row(qtbot):
     from PySide6.QtGui import QPalette, QTextCursor
     from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     view = TranscriptView(player=FakePlayer())
     qtbot.addWidget(view)
@@ -191,8 +191,8 @@ def test_playing_word_stands_out_in_the_selected_row(qtbot):
 
 
 def test_playback_is_found_when_the_sound_server_starts_later(qtbot, monkeypatch):
-    import app.player as player_module
-    from app.transcript_view import TranscriptView
+    import app.transcript.player as player_module
+    from app.transcript.transcript_view import TranscriptView
 
     class Output:   # what sounddevice gives once a device is there
         def play(self, *a): pass

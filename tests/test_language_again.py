@@ -12,7 +12,7 @@ from app_fixtures import client, data_dir, open_main_window, silent_wav  # noqa:
 
 
 def test_changing_a_finished_files_language_runs_it_again(qtbot, client, tmp_path):
-    from app.queue_model import COL_LANGUAGE
+    from app.queue.queue_model import COL_LANGUAGE
 
     w = open_main_window(qtbot, client, tmp_path)
     (job,) = w.add_paths([silent_wav(tmp_path, "talk.wav")])

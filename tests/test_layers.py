@@ -156,3 +156,39 @@ def test_the_checker_sees_a_violation(tmp_path):
     known = {"engine.serving", "engine.serving.core", "engine.pipelines.aligner"}
     assert imports_of("engine.network.m", src, known) == {"engine.serving", "engine.serving.core",
                                                          "engine.pipelines.aligner"}
+
+
+APP_SCREENS = ("queue", "watch", "transcript", "export", "live", "history", "models", "settings", "backend", "widgets")
+
+
+def _public_modules(screen: str) -> tuple[str, ...]:
+    """A screen's ``PUBLIC`` tuple (module names other screens may import), read without importing."""
+    tree = ast.parse((ROOT / "app" / screen / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "PUBLIC" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+def test_a_screen_imports_no_other_screens_internals():
+    """app/ is grouped by screen; a screen may import another screen's package and the modules it
+    lists as PUBLIC, never the rest (main_window and the other top-level modules assemble them)."""
+    public = {s: _public_modules(s) for s in APP_SCREENS}
+
+    def screen_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[0] == "app" and parts[1] in APP_SCREENS else None
+
+    bad = []
+    for module, deps in import_graph().items():
+        mine = screen_of(module)
+        if mine is None:
+            continue
+        for dep in deps:
+            theirs = screen_of(dep)
+            if theirs is None or theirs == mine or dep == f"app.{theirs}":
+                continue
+            if "*" not in public[theirs] and dep.rsplit(".", 1)[1] not in public[theirs]:
+                bad.append(f"{module} imports {dep}")
+    assert bad == []
+    assert all((ROOT / "app" / s / "__init__.py").is_file() for s in APP_SCREENS)

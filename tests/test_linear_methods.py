@@ -95,7 +95,7 @@ def test_float32_engine_tokens_equal_the_mkl_route(tiny_model_dir, monkeypatch):
 
 def test_the_platform_line_reaches_the_cli_and_about(tiny_model_dir, qtbot):
     """The CLI's first line and Help > About name the platform the rules were chosen for."""
-    from app.about_dialog import AboutDialog
+    from app.widgets.about_dialog import AboutDialog
 
     eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
     assert eng.hardware.startswith(platform.current().describe()) and "threads" in eng.hardware

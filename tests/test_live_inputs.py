@@ -44,7 +44,7 @@ def loaded(client, qtbot, tmp_path):
 
 
 def test_a_line_per_utterance_with_its_start_time_which_can_be_hidden(loaded, qtbot):
-    from app.live_window import LiveWindow, clock_text
+    from app.live.live_window import LiveWindow, clock_text
     from engine.audio.recorder import FileSource
 
     live = LiveWindow(loaded, Settings())
@@ -72,8 +72,8 @@ def pulse():
 
 
 def test_a_chosen_monitor_is_captured_and_remembered(pulse, loaded, qtbot, tmp_path):
-    from app.input_devices import PULSE_PREFIX
-    from app.live_window import LiveWindow
+    from app.live.input_devices import PULSE_PREFIX
+    from app.live.live_window import LiveWindow
 
     live = LiveWindow(loaded, Settings())
     qtbot.addWidget(live)

@@ -14,7 +14,7 @@ from app_fixtures import client, data_dir  # noqa: E402,F401  (fixtures, found b
 
 
 def test_label_shows_only_when_behind(client, qtbot):
-    from app.live_window import LiveWindow
+    from app.live.live_window import LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
@@ -35,7 +35,7 @@ def test_label_shows_only_when_behind(client, qtbot):
 def test_worker_forwards_the_stream_lag(client, qtbot, tmp_path, monkeypatch):
     import numpy as np
 
-    from app.live_window import LiveWindow
+    from app.live.live_window import LiveWindow
     from engine.audio.recorder import FileSource
 
     monkeypatch.setattr(fake_engine.FakeStream, "LAG_SECONDS", 5.0)

@@ -11,7 +11,7 @@ pytest.importorskip("PySide6")
 
 import fake_engine  # noqa: E402
 
-from app.engine_client import EngineClient  # noqa: E402
+from app.backend.engine_client import EngineClient  # noqa: E402
 
 
 class _Cycle:

@@ -54,7 +54,7 @@ def test_cli_names_the_wrong_kind(disguised_aligner, tmp_path, capsys):
 
 
 def test_app_says_the_model_folder_is_an_aligner(qtbot, disguised_aligner, tmp_path):
-    from app.engine_client import EngineClient
+    from app.backend.engine_client import EngineClient
 
     client = EngineClient()   # the real loader: engine.load
     failures = []
@@ -68,7 +68,7 @@ def test_app_says_the_model_folder_is_an_aligner(qtbot, disguised_aligner, tmp_p
 
 
 def test_models_dialog_tells_kinds_apart_highlights_the_folder_and_closes(qtbot, disguised_aligner):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     dialog = ModelManagerDialog("")
     qtbot.addWidget(dialog)

@@ -86,7 +86,7 @@ def test_download_refuses_a_path_before_touching_anything(data_dir, no_network):
 
 
 def test_app_folder_choice_gives_the_same_messages(data_dir, qtbot):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     dialog = ModelManagerDialog(first_run=True)
     qtbot.addWidget(dialog)

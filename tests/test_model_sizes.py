@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app import model_sizes  # noqa: E402
+from app.models import model_sizes  # noqa: E402
 from modelhub import downloads as hub  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def rows(dialog):
 
 
 def test_sizes_show_at_once_and_the_hub_refines_them_without_blocking(qtbot, monkeypatch):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     release, asked = threading.Event(), []
 
@@ -83,7 +83,7 @@ def test_sizes_show_at_once_and_the_hub_refines_them_without_blocking(qtbot, mon
 
 
 def test_an_unreachable_hub_leaves_the_known_figures(qtbot, monkeypatch):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     calls = []
 
@@ -103,7 +103,7 @@ def test_an_unreachable_hub_leaves_the_known_figures(qtbot, monkeypatch):
 
 
 def test_downloaded_models_show_their_size_on_disk_and_are_not_asked_about(qtbot, monkeypatch):
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     folder = hub.default_model_dest("Qwen/Qwen3-ASR-0.6B")
     folder.mkdir(parents=True)

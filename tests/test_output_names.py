@@ -88,7 +88,7 @@ def transcript(text):
 
 def test_app_export_writes_one_file_per_transcript(clips, tmp_path):
     from app import settings as S
-    from app.export_actions import CHOICES, export_many
+    from app.export.export_actions import CHOICES, export_many
     from app.settings import Settings
 
     settings = Settings(QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))

@@ -79,7 +79,7 @@ def test_transcript_view_shows_lines_so_far(qtbot, client, tmp_path):
 
 
 def test_status_counts_only_files_really_running(client, qtbot, tmp_path):
-    from app.worker import _Request
+    from app.backend.worker import _Request
 
     worker = client.worker
 

@@ -106,7 +106,7 @@ def test_app_quantization_setting_loads_int8(tiny_model_dir, monkeypatch, tmp_pa
     from PySide6.QtCore import QSettings
 
     from app import settings as S
-    from app.worker import EngineWorker
+    from app.backend.worker import EngineWorker
 
     calls = {}
     worker = EngineWorker(loader=lambda *a, **k: calls.update(args=a, kwargs=k) or object())

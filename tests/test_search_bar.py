@@ -18,7 +18,7 @@ def pane(qtbot):
     The view is placed by hand, not by a layout: a main window at its smallest squeezes
     the pane below its minimum size just the same, which is where the count was cut.
     """
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     window = QWidget()
     window.resize(1000, 500)

@@ -13,7 +13,7 @@ def test_notices_dismiss_themselves_but_not_under_the_pointer(qtbot):
     from PySide6.QtCore import QEvent
     from PySide6.QtGui import QEnterEvent
 
-    from app.notice_bar import NoticeBar
+    from app.widgets.notice_bar import NoticeBar
 
     from PySide6.QtWidgets import QWidget
 
@@ -54,7 +54,7 @@ def test_status_bar_shortens_at_a_word_and_keeps_the_whole_text(qtbot, client, t
 
 
 def test_elide_words_cuts_only_between_words():
-    from app.status_bar import elide_words
+    from app.widgets.status_bar import elide_words
 
     fits = lambda t: len(t) <= 20  # noqa: E731
     assert elide_words("short", fits) == "short"

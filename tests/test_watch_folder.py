@@ -7,7 +7,7 @@ import os
 import pytest
 from app_fixtures import client, data_dir, open_main_window, silent_wav  # noqa: F401
 
-from app.watch_folder import DONE, EXISTING, FolderWatcher, WatchState
+from app.watch.watch_folder import DONE, EXISTING, FolderWatcher, WatchState
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -122,7 +122,7 @@ def test_the_app_queues_exports_and_does_not_repeat_after_a_restart(qtbot, clien
 def test_settings_page_keeps_the_watch_folder(qtbot, tmp_path):
     from app import settings as S
     from app.settings import Settings
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     settings = Settings()
     dialog = SettingsDialog(settings)

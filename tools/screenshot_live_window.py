@@ -32,8 +32,8 @@ with pulse_null_sink() as pulse:
     pulse.pactl("load-module", "module-null-sink", "sink_name=calls", "sink_properties=device.description=Calls")
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
-    from app.engine_client import EngineClient
-    from app.live_window import LiveWindow
+    from app.backend.engine_client import EngineClient
+    from app.live.live_window import LiveWindow
     from app.settings import Settings
     from engine.audio.recorder import FileSource
     client = EngineClient()
@@ -70,7 +70,7 @@ with pulse_null_sink() as pulse:
     subprocess.run(["import", "-window", "root", "-crop", "760x440+0+0", prefix + "-reopened.png"], check=True)
     live2.close()
     try:
-        from app.settings_dialog import SettingsDialog
+        from app.settings.settings_dialog import SettingsDialog
         from app import settings as S
         st = Settings(); st.set(S.WATCH_DIR, "/home/me/Recordings/inbox"); st.set(S.WATCH_OUTPUT_DIR, "/home/me/Transcripts")
         st.set(S.WATCH_FORMATS, "srt,vtt-karaoke,txt"); st.sync()

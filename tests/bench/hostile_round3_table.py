@@ -210,7 +210,7 @@ try:
     print(f"SHOW: engine gets max_chunk_seconds={value or None}: file queued")
 except Exception as e:
     print(f"SHOW: engine gets {value}: every file fails: {type(e).__name__}: {' '.join(str(e).split())[:90]}")
-from app.settings_dialog import SettingsDialog
+from app.settings.settings_dialog import SettingsDialog
 try:
     SettingsDialog(settings)
     print("SHOW: Settings dialog opens")
@@ -221,7 +221,7 @@ except Exception as e:
 DROP = r"""
 import os, sys
 from pathlib import Path
-from app.file_collect import collect_audio_files
+from app.queue.file_collect import collect_audio_files
 work = Path(sys.argv[1]); work.mkdir(exist_ok=True)
 fifo, zero = work / "x.wav", work / "zero.wav"
 fifo.exists() or os.mkfifo(fifo)

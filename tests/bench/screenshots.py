@@ -222,7 +222,7 @@ def take_screenshots(args, work: Path) -> int:
 
 
 def _open_settings(window):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(window.settings, window)
     dialog.show()

@@ -98,7 +98,7 @@ def shoot(out: Path, data: Path) -> int:
 
     import fake_engine
     from app import settings as S
-    from app.engine_client import EngineClient
+    from app.backend.engine_client import EngineClient
     from app.history import History
     from app.main_window import MainWindow
     from app.settings import Settings
@@ -168,11 +168,11 @@ def shoot(out: Path, data: Path) -> int:
 
     # 3: the time left, from an absurd raw estimate (what the old code showed), through
     # the bound the new worker applies when it has one.
-    from app.queue_model import QueueItem
+    from app.queue.queue_model import QueueItem
 
     raw = 80_366_522.0
     try:
-        from app.eta import MachineSpeed, bounded
+        from app.queue.eta import MachineSpeed, bounded
         eta = bounded(raw, 240.0, 0.1, MachineSpeed())
     except ImportError:
         eta = raw
@@ -183,7 +183,7 @@ def shoot(out: Path, data: Path) -> int:
     print("rows in the queue:", w.queue.model.rowCount())
 
     # 4: the language of a finished file (editable now: it transcribes again).
-    from app.queue_model import COL_LANGUAGE
+    from app.queue.queue_model import COL_LANGUAGE
 
     table.selectRow(0)
     table.setFocus()
@@ -224,7 +224,7 @@ def shoot(out: Path, data: Path) -> int:
     s.settle()
 
     # 7: the Models dialog after choosing a local model folder.
-    from app.model_manager import ModelManagerDialog
+    from app.models.model_manager import ModelManagerDialog
 
     local = TREE / "tests" / "models" / "qwen3-asr-tiny"
     dialog = ModelManagerDialog("", False, w)

@@ -43,9 +43,9 @@ def _with_pauses(work: Path) -> Path:
 def take(args, work: Path) -> int:
     import copy
 
-    from app import history_delete
+    from app.history import history_delete
     from app import settings as S
-    from app.engine_client import EngineClient
+    from app.backend.engine_client import EngineClient
     from app.history import History
     from app.main_window import MainWindow
     from app.paths import history_file, recordings_dir

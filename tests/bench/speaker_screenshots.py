@@ -30,7 +30,7 @@ def main() -> None:
     import engine
     from PySide6.QtWidgets import QApplication
 
-    from app.transcript_view import TranscriptView
+    from app.transcript.transcript_view import TranscriptView
 
     models = REPO / "tests" / "models"
     eng = engine.load(models / "qwen3-asr-tiny", aligner=models / "forced-aligner-tiny")
