@@ -42,7 +42,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _word_positions(text: str, words: list[Word]) -> list[int] | None:
+def word_positions(text: str, words: list[Word]) -> list[int] | None:
     """Where each word's text starts in ``text`` (in order), or None if they don't line up."""
     positions, pos = [], 0
     for word in words:
@@ -65,7 +65,7 @@ def split_into_sentences(segment: Segment) -> list[Segment]:
 
 
 def _split_timed(segment: Segment, spans: list[tuple[int, int]]) -> list[Segment]:
-    positions = _word_positions(segment.text, segment.words)
+    positions = word_positions(segment.text, segment.words)
     if positions is None:
         return [segment]
     out = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.text.joining import glue
+from engine.text.sentences import word_positions
 from engine.text.types import Segment, Transcript, Word
 
 
@@ -53,17 +54,6 @@ def speaker_at(turns: list[SpeakerTurn], start: float, end: float) -> str | None
                                                                            abs(t.end - mid))).speaker
 
 
-def _word_positions(text: str, words: list[Word]) -> list[int] | None:
-    positions, pos = [], 0
-    for word in words:
-        found = text.find(word.text, pos) if word.text else pos
-        if found < 0:
-            return None
-        positions.append(found)
-        pos = found + len(word.text)
-    return positions
-
-
 def _split_timed(seg: Segment, turns: list[SpeakerTurn]) -> list[Segment]:
     for w in seg.words:
         w.speaker = speaker_at(turns, w.start, w.end)
@@ -75,7 +65,7 @@ def _split_timed(seg: Segment, turns: list[SpeakerTurn]) -> list[Segment]:
             groups.append([i])
     if len(groups) == 1:
         return [replace(seg, speaker=seg.words[0].speaker)]
-    positions = _word_positions(seg.text, seg.words)
+    positions = word_positions(seg.text, seg.words)
     out = []
     for k, idx in enumerate(groups):
         words = [seg.words[i] for i in idx]
