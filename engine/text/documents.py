@@ -7,11 +7,9 @@ python-docx, an optional extra imported only here, with a message naming the pip
 from __future__ import annotations
 
 import errno
-import os
-import secrets
 from pathlib import Path
 
-from engine.text.exports import ExportError, render_filename
+from engine.text.exports import ExportError, render_filename, write_bytes_atomic
 from engine.text.types import Transcript
 
 DOCUMENT_FORMATS = {"md": "Markdown (.md)", "docx": "Word document (.docx)"}
@@ -127,19 +125,3 @@ def export_document(transcript: Transcript, fmt: str, out_dir, stem: str, *,
     return write_bytes_atomic(path, data)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> Path:
-    """Through a temp file in the same folder: the old file stays whole if anything fails."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ExportError(path, exc.strerror or str(exc), exc.errno) from exc
-    return path

@@ -219,8 +219,11 @@ def write_atomic(path, text: str) -> Path:
         UnicodeEncodeError: ``text`` holds characters UTF-8 cannot encode
             (nothing is written then).
     """
-    path = Path(path)
-    data = text.encode("utf-8")
+    return write_bytes_atomic(Path(path), text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` as ``write_atomic`` writes text (DOCX and other binary exports)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     try:
