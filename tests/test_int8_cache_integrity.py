@@ -4,25 +4,12 @@ partial files of killed writers are removed, and the CLI shows cache warnings on
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 import torch
-from test_int8_cache import count_quantized, transcribe
+from test_int8_cache import cache, count_quantized, model, transcribe  # noqa: F401 (fixtures)
 
 from engine.network import int8_cache
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv(int8_cache.CACHE_DIR_ENV, str(folder))
-    return folder
-
-
-@pytest.fixture
-def model(tiny_model_dir, tmp_path):
-    return shutil.copytree(tiny_model_dir, tmp_path / "model")
-
 
 def test_zeroed_entries_are_found_by_their_checksum_and_quantized_again(model, cache, monkeypatch):
     first = transcribe(model)
