@@ -31,9 +31,11 @@ def main(argv=None) -> int:
 
     from app.backend.worker import CaptionEvent
     from app.live.live_window import LiveWindow
+    from app.none_refs import keep_none_alive
     from app.settings import Settings
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    keeper = keep_none_alive(app)   # thousands of void Qt calls: see app/none_refs.py  # noqa: F841
     shooter = Shooter(app, Path(args.out))
     segments = session(1820)
     live = LiveWindow(StubClient(), Settings())
