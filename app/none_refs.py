@@ -4,7 +4,7 @@ PySide6 6.12.0 on Python 3.11 (``None`` is immortal only from 3.12 on) returns `
 void method (``setValue``, ``setText``, ``insertText`` ...) without taking a reference, so
 ``sys.getrefcount(None)`` falls by one per call, and once it reaches zero the process aborts
 with "Fatal Python error: none_dealloc". The live window's level meter alone makes 20 such calls
-a second, so a live session died within the hour. PySide6 6.11.3 does not do this.
+a second, so a long live session ends in that abort. PySide6 6.11.3 does not do this.
 
 Where the drop is seen, a timer gives the references back: it adds what is missing to None's
 reference count (CPython's ``ob_refcnt``, the object's first field) whenever it falls below half
