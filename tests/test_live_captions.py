@@ -33,9 +33,19 @@ def loaded(client, qtbot, tmp_path):
     return client
 
 
-def test_a_long_session_arrives_in_many_events_each_line_once_in_order_and_fully_recorded(loaded, qtbot):
+def test_a_long_session_arrives_in_many_events_each_line_once_in_order_and_fully_recorded(loaded, qtbot,
+                                                                                        monkeypatch):
     from app.live.live_window import LiveWindow
-    from engine.audio.recorder import FileSource
+    from engine.audio.recorder import FileSource, SessionRecorder
+
+    writing_threads = set()
+    write = SessionRecorder.write
+
+    def write_spy(self, block):
+        writing_threads.add(threading.current_thread())
+        write(self, block)
+
+    monkeypatch.setattr(SessionRecorder, "write", write_spy)
 
     live = LiveWindow(loaded, Settings())
     qtbot.addWidget(live)
@@ -65,6 +75,7 @@ def test_a_long_session_arrives_in_many_events_each_line_once_in_order_and_fully
     assert [e.first for e in events] == list(np.cumsum([0] + [len(e.segments) for e in events[:-1]]))
     assert feeding_threads and threading.main_thread() not in feeding_threads, \
         "audio went to the engine through the UI thread"
+    assert writing_threads and threading.main_thread() not in writing_threads, "the UI thread wrote the WAV"
     recorded, rate = sf.read(str(live.recording_path), dtype="float32")
     assert rate == 16000 and len(recorded) == len(audio)
     assert np.max(np.abs(recorded - np.clip(audio, -1, 1))) < 1e-3, "the recording is the audio heard"
