@@ -155,3 +155,44 @@ def test_the_view_follows_new_lines_unless_the_user_scrolled_up(client, qtbot):
     live._stream_captions(1, CaptionEvent(80, (Segment(80, 81, "line 80"),), ""))
     assert bar.value() == bar.maximum()
     assert _lines(live.captions)[-1].endswith("line 80")
+
+
+class _FailingSource:
+    """Two seconds of audio, then the input fails (a sound server that went away)."""
+
+    level = -20.0
+
+    def __init__(self):
+        self.audio = (0.1 * np.sin(np.arange(2 * 16000) / 5.0)).astype(np.float32)
+        self.sent = 0
+        self.error = None
+        self.stopped = False
+
+    def start(self):
+        pass
+
+    def stop(self):
+        self.stopped = True
+
+    def read(self):
+        if self.sent >= len(self.audio):
+            self.error = "the sound server went away"
+            return np.zeros(0, np.float32)
+        block, self.sent = self.audio[self.sent:self.sent + 4000], self.sent + 4000
+        return block
+
+
+def test_an_input_that_fails_keeps_the_lines_and_a_complete_recording_and_says_why(loaded, qtbot):
+    from app.live.live_window import LiveWindow
+
+    live = LiveWindow(loaded, Settings())
+    qtbot.addWidget(live)
+    live.record_check.setChecked(True)
+    source = _FailingSource()
+    assert live.start_source(source)
+    qtbot.waitUntil(lambda: live.source is None and live.stream_id is None, timeout=WAIT_MS)
+    assert live.status.text() == "Input stopped: the sound server went away"
+    assert live.start_button.text() == "Start" and source.stopped
+    assert _lines(live.captions) == ["0:00  second 1", "0:01  second 2"]
+    recorded, _ = sf.read(str(live.recording_path), dtype="float32")
+    assert len(recorded) == len(source.audio), "every sample heard before the failure is in the WAV"
