@@ -160,6 +160,12 @@ def main(argv=None):
     parser.add_argument("--utterances", type=int, default=5, help="utterances timed after them")
     args = parser.parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    try:   # thousands of void Qt calls: see app/none_refs.py (absent from older checkouts)
+        from app.none_refs import keep_none_alive
+
+        app._none_keeper = keep_none_alive(app)
+    except ImportError:
+        pass
     import app as app_package
 
     print(f"checkout: {os.path.dirname(os.path.dirname(os.path.abspath(app_package.__file__)))}")
