@@ -131,11 +131,13 @@ def build_app(app, args, loader=None):
     from app.backend.engine_client import EngineClient
     from app.history.history_open import open_history
     from app.main_window import MainWindow
+    from app.none_refs import keep_none_alive
     from app.paths import history_file
     from app.settings import Settings
     from app.startup_notices import show_startup_notices
     from app.widgets.theme import apply_theme, follow_system_scheme
 
+    app._none_keeper = keep_none_alive(app)   # PySide6 6.12.0 on Python 3.11 (app/none_refs.py)
     app.setApplicationName(APP_NAME)
     app.setApplicationVersion(__version__)
     app.setOrganizationName("Qwen3ASR")

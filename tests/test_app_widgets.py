@@ -297,12 +297,13 @@ def test_live_window_with_fake_stream(client, qtbot, tmp_path, data_dir):
 
 
 def test_live_window_tentative_is_lighter(client, qtbot):
+    from app.backend.worker import CaptionEvent
     from app.live.live_window import TENTATIVE_COLOR, LiveWindow
 
     live = LiveWindow(client, Settings())
     qtbot.addWidget(live)
     live.stream_id = 3
-    live._stream_update(3, [Segment(0, 1, "Hello there.")], "and then")
+    live._stream_captions(3, CaptionEvent(0, (Segment(0, 1, "Hello there."),), "and then"))
     html = live.captions.toHtml()
     assert "Hello there." in html and "and then" in html
     assert TENTATIVE_COLOR.lower() in html.lower() and "italic" in html

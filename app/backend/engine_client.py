@@ -82,6 +82,7 @@ class EngineClient(QObject):
         return stream_id
 
     def feed_stream(self, stream_id: int, pcm: np.ndarray):
+        """Callable from any thread (the live window's capture thread calls it): a queued signal."""
         self._feed_stream.emit(stream_id, np.ascontiguousarray(pcm, dtype=np.float32))
 
     def close_stream(self, stream_id: int):

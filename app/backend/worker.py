@@ -61,10 +61,24 @@ class _Request:
     segments_sent: int = 0
 
 
+@dataclass(frozen=True)
+class CaptionEvent:
+    """What changed in a live stream's captions since the worker's last event for it.
+
+    ``segments`` are the ones committed since then, in order; ``first`` is the index of the first
+    of them in the session (so a receiver can tell it has every segment, each once);
+    ``tentative`` is the whole uncommitted text now, replacing the last event's.
+    """
+
+    first: int
+    segments: tuple
+    tentative: str
+
+
 @dataclass
 class _StreamState:
     stream: Any
-    committed_count: int = -1
+    committed_count: int = 0        # segments of stream.committed sent so far
     tentative: str = ""
     lag: int = 0                    # whole seconds the stream's text is behind its audio, as last sent
     extra: dict = field(default_factory=dict)
@@ -83,7 +97,7 @@ class EngineWorker(QObject):
     job_partial = Signal(int, object)      # job id, the Segments transcribed so far (FileJob.partial_segments)
     job_failed = Signal(int, str)          # job id, error naming the file
     job_cancelled = Signal(int)
-    stream_update = Signal(int, object, str)  # stream id, committed Segments, tentative text
+    stream_captions = Signal(int, object)  # stream id, CaptionEvent: new committed Segments, tentative text
     stream_finished = Signal(int)
     stream_failed = Signal(int, str)
     stream_lag = Signal(int, float)        # stream id, seconds its text is behind the audio (Stream.lag_seconds)
@@ -317,11 +331,7 @@ class EngineWorker(QObject):
                     eta = bounded(eta, duration, progress, self.speed)
                     self.job_progress.emit(job_id, progress, eta)
         for stream_id, st in list(self._streams.items()):
-            committed = list(st.stream.committed)
-            tentative = st.stream.tentative or ""
-            if len(committed) != st.committed_count or tentative != st.tentative:
-                st.committed_count, st.tentative = len(committed), tentative
-                self.stream_update.emit(stream_id, committed, tentative)
+            self._send_captions(stream_id, st)
             lag = float(getattr(st.stream, "lag_seconds", 0.0) or 0.0)
             if int(lag) != st.lag:
                 st.lag = int(lag)
@@ -333,6 +343,18 @@ class EngineWorker(QObject):
                     self.stream_failed.emit(stream_id, f"Live transcription stopped: {error or 'failed'}")
                 else:
                     self.stream_finished.emit(stream_id)
+
+    def _send_captions(self, stream_id: int, st: _StreamState):
+        """Emit what is new since the last event: never the whole session again."""
+        committed = st.stream.committed        # only grows (Stream's contract)
+        count = len(committed)
+        tentative = st.stream.tentative or ""
+        if count == st.committed_count and tentative == st.tentative:
+            return
+        new = tuple(committed[st.committed_count:count])
+        event = CaptionEvent(st.committed_count, new, tentative)
+        st.committed_count, st.tentative = count, tentative
+        self.stream_captions.emit(stream_id, event)
 
     def _fail_stream(self, stream_id: int, message: str):
         state = self._streams.pop(stream_id, None)

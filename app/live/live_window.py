@@ -1,15 +1,16 @@
 """Live captions: microphone, a sound-server source (what an output plays, too) or a file played
 as one, to text as it is spoken: a line per utterance, with its start time when "Times" is on.
 
-A 50 ms timer in the UI thread drains the AudioSource (``read()`` never
-blocks), optionally appends to a recording, and feeds the engine stream
-through the EngineClient. Committed text is shown normally, the tentative
-tail in lighter italics since it may still change.
+The audio never passes through the UI thread: an AudioFeeder thread drains the AudioSource,
+appends to the recording and feeds the engine stream through the EngineClient's queued call.
+The engine worker sends caption events (the segments committed since its last event and the
+tentative text), which the CaptionView appends: committed text shown normally, the tentative
+tail in lighter italics since it may still change. A 50 ms UI timer only moves the level meter
+and notices a failed or finished input.
 """
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import logging
 import shutil
 from pathlib import Path
@@ -22,13 +23,14 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
 from app.widgets import dialog_folders
 from app import settings as S
+from app.live.audio_feeder import AudioFeeder
+from app.live.caption_view import TENTATIVE_COLOR, CaptionView, clock_text  # noqa: F401 (tests import them here)
 from app.live.input_devices import (
     FILE_ITEM,
     IDLE_HINTS,
@@ -42,7 +44,6 @@ from app.live.input_devices import (
 from app.paths import recordings_dir
 
 log = logging.getLogger(__name__)
-TENTATIVE_COLOR = "#94A3B8"  # dimmer than committed text: these words may still change
 LAG_SHOWN_ABOVE_S = 2.0      # below this the captions count as live; above, say how far behind they are
 
 
@@ -64,13 +65,6 @@ CAPTION_SCROLLBAR = (
     " QTextBrowser#liveTranscript QScrollBar::sub-page:vertical { background: none; }")
 
 
-def clock_text(seconds: float) -> str:
-    """A start time as people read it: 0:07, 12:45, 1:02:03."""
-    total = max(0, int(seconds))
-    hours, rest = divmod(total, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
 def level_percent(dbfs: float) -> int:
     """Map -60..0 dBFS onto the meter's 0..100."""
     return int(max(0.0, min(100.0, (dbfs + 60.0) * 100.0 / 60.0)))
@@ -86,13 +80,13 @@ class LiveWindow(QWidget):
         self.resize(760, 420)
         self.client, self.settings = client, settings
         self.source = None
+        self.feeder: AudioFeeder | None = None   # the capture thread of the running session
         self.stream_id: int | None = None
-        self.recorder = None
         self.recording_path: Path | None = None
         self.committed: list[str] = []
         self.committed_segments: list = []
         self.tentative = ""
-        self._session_samples = 0
+        self._last_samples = 0      # the length of the session that ended
         self._session_saved = False
 
         self.device_combo = InputCombo()
@@ -128,7 +122,8 @@ class LiveWindow(QWidget):
         self.save_text_button.clicked.connect(self.save_text_dialog)
         self.save_audio_button = QPushButton("Save audio…")
         self.save_audio_button.clicked.connect(self.save_audio_dialog)
-        self.captions = QTextBrowser()
+        self.captions = CaptionView()
+        self.captions.show_times = self.times_check.isChecked()
         self.captions.setObjectName("liveTranscript")
         self.captions.setPlaceholderText("Captions appear here as the words are heard.")
         self.status = QLabel(self.device_combo.idle_hint())
@@ -165,10 +160,10 @@ class LiveWindow(QWidget):
         layout.addLayout(options)
         layout.addWidget(self.status)
 
-        self.pump = QTimer(self, interval=50)
-        self.pump.timeout.connect(self._pump_audio)
+        self.pump = QTimer(self, interval=50)   # the meter and the input's health, nothing else
+        self.pump.timeout.connect(self._watch_input)
         worker = client.worker
-        worker.stream_update.connect(self._stream_update)
+        worker.stream_captions.connect(self._stream_captions)
         worker.stream_finished.connect(self._stream_finished)
         if hasattr(worker, "stream_lag"):
             worker.stream_lag.connect(self._stream_lag)
@@ -233,82 +228,85 @@ class LiveWindow(QWidget):
         except Exception as exc:
             self.status.setText(f"Cannot start the input: {exc}")
             return False
-        self.source = source
+        # Unrecorded: no file (the last session's went to History with this session's text).
+        self.recording_path = None
+        recorder = self._open_recording() if self.record_check.isChecked() else None
+        stream_id = self.client.open_stream(self.settings.get(S.LANGUAGE) or None,
+                                            self.settings.get(S.CONTEXT))
+        feeder = AudioFeeder(source, lambda pcm: self.client.feed_stream(stream_id, pcm), recorder)
+        feeder.start()
+        self.source, self.feeder, self.stream_id = source, feeder, stream_id
         self.committed, self.tentative = [], ""
         self.committed_segments = []
-        self._session_samples = 0
+        self._last_samples = 0
         self._session_saved = False
-        self._render()
-        # Unrecorded: no file (the last session's went to History with this session's text).
-        self.recorder, self.recording_path = None, None
-        if self.record_check.isChecked():
-            self._start_recording()
-        self.stream_id = self.client.open_stream(self.settings.get(S.LANGUAGE) or None,
-                                                 self.settings.get(S.CONTEXT))
+        self.captions.clear_captions()
         self.pump.start()
         self.status.setText(f"Playing {label} as live input…" if label else "Listening…")
         self._update_buttons()
         return True
 
-    def _start_recording(self):
+    def _open_recording(self):
         try:
             from engine.audio.recorder import SessionRecorder
 
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             self.recording_path = recordings_dir() / f"live-{stamp}.wav"
-            self.recorder = SessionRecorder(self.recording_path)
+            return SessionRecorder(self.recording_path)
         except Exception as exc:
-            self.recorder, self.recording_path = None, None
+            self.recording_path = None
             self.status.setText(f"Recording is off: {exc}")
+            return None
+
+    @property
+    def _session_samples(self) -> int:
+        """Samples heard in this session (the running one, else the last)."""
+        return self.feeder.samples if self.feeder is not None else self._last_samples
 
     def stop(self):
         """Stop the input; the stream finishes the last words, then closes."""
         if self.source is None:
             return
         self.pump.stop()
-        self._pump_audio(final=True)
-        try:
-            self.source.stop()
-        except Exception:
-            log.exception("stopping the audio source")
-        self.source = None
+        feeder, self.feeder, self.source = self.feeder, None, None
+        feeder.stop()        # its thread feeds and records the last samples, then closes the recording
+        self._last_samples = feeder.samples
         self.meter.setValue(0)
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
         if self.stream_id is not None:
-            self.client.close_stream(self.stream_id)
+            self.client.close_stream(self.stream_id)   # after every feed: same queue, later
         self.status.setText("Stopped." + (f" Audio recorded to {self.recording_path}."
                                           if self.recording_path else ""))
+        if feeder.write_error:
+            self.status.setText(feeder.write_error)
         self._update_buttons()
 
-    def _pump_audio(self, final: bool = False):
-        source = self.source
-        if source is None:
+    def _watch_input(self):
+        feeder = self.feeder
+        if feeder is None:
             return
-        pcm = source.read()
-        if len(pcm):
-            self._session_samples += len(pcm)
-            if self.recorder is not None:
-                self.recorder.write(pcm)
-            if self.stream_id is not None:
-                self.client.feed_stream(self.stream_id, pcm)
-        self.meter.setValue(level_percent(source.level))
-        if source.error:
-            message = describe_input_error(source)
+        self.meter.setValue(level_percent(feeder.level))
+        if feeder.error:
+            message = describe_input_error(feeder.source)
             self.stop()
             self.status.setText(message)
-        elif not final and getattr(source, "finished", False):
+        elif feeder.finished:
             self.stop()  # a file source ran out: finish like a user pressing Stop
 
     # -- results -----------------------------------------------------------------------
-    def _stream_update(self, stream_id: int, committed, tentative: str):
+    def _stream_captions(self, stream_id: int, event):
+        """A caption event from the engine worker (app.backend.worker.CaptionEvent)."""
         if stream_id != self.stream_id:
             return
-        self.committed = [seg.text for seg in committed]
-        self.committed_segments = list(committed)
-        self.tentative = tentative
-        self._render()
+        new = list(event.segments)
+        skip = len(self.committed_segments) - event.first   # segments this window already has
+        if skip > 0:
+            new = new[skip:]
+        elif skip < 0:
+            log.warning("live captions: %d committed segments never arrived", -skip)
+        self.committed_segments.extend(new)
+        self.committed.extend(seg.text for seg in new)
+        self.tentative = event.tentative
+        self.captions.update_captions(new, event.tentative)
 
     def _stream_lag(self, stream_id: int, seconds: float):
         if stream_id == self.stream_id:
@@ -320,7 +318,7 @@ class LiveWindow(QWidget):
         if stream_id == self.stream_id:
             self.lag_label.hide()
             self.tentative = ""
-            self._render()
+            self.captions.update_captions([], "")
             self.stream_id = None
             self._update_buttons()
             self._emit_session()
@@ -343,29 +341,10 @@ class LiveWindow(QWidget):
     def committed_text(self) -> str:
         return " ".join(t.strip() for t in self.committed if t.strip())
 
-    def _render(self):
-        # A line per utterance (committed segment), its start time first when "Times" is on;
-        # the tentative words on a line of their own, lighter, since they may still change.
-        times = self.times_check.isChecked()
-        lines = []
-        for seg in self.committed_segments or []:
-            text = seg.text.strip()
-            if not text:
-                continue
-            stamp = (f'<span style="color:{TENTATIVE_COLOR}">{clock_text(seg.start)}</span>&nbsp;&nbsp;'
-                     if times else "")
-            lines.append(f"<p style=\"margin:0 0 4px 0\">{stamp}{html.escape(text)}</p>")
-        if self.tentative:
-            lines.append(f'<p style="margin:0; color:{TENTATIVE_COLOR}; font-style:italic">'
-                         f"{html.escape(self.tentative)}</p>")
-        self.captions.setHtml("".join(lines))
-        bar = self.captions.verticalScrollBar()
-        bar.setValue(bar.maximum())
-
     # -- options and saving -------------------------------------------------------------
     def _times_toggled(self, on: bool):
         self.settings.set(S.LIVE_SHOW_TIMES, on)
-        self._render()
+        self.captions.set_show_times(on)
 
     def _font_changed(self, size: int):
         # Light on dark like TV captions, in both themes: readable over any background.
@@ -428,7 +407,7 @@ class LiveWindow(QWidget):
         # A new opening starts a new session: the last one's text is in History.
         if self.source is None and self.stream_id is None:
             self.committed, self.tentative, self.committed_segments = [], "", []
-            self._render()
+            self.captions.clear_captions()
         self.device_combo.poll.start()   # inputs plugged in or out while it was hidden show up
         self.device_combo.check_devices()
         super().showEvent(event)
