@@ -214,10 +214,11 @@ def transcribe_command(args) -> int:
         print("error: --model is required (or --server URL)", file=sys.stderr)
         return 2
     try:
-        eng = engine.load(_resolve_model(args.model), device=args.device, dtype=args.dtype,
-                          quantize=args.quantize, aligner=_resolve_model(args.aligner) if args.aligner else None,
-                          use_vad=not args.no_vad, compact_weights=_worth_compacting(files),
-                          **_cache_option(numbers.get("kv_cache_mb")))
+        config = engine.EngineConfig(device=args.device, dtype=args.dtype, quantize=args.quantize,
+                                     use_vad=not args.no_vad, compact_weights=_worth_compacting(files),
+                                     **_cache_option(numbers.get("kv_cache_mb")))
+        eng = engine.load(_resolve_model(args.model), aligner=_resolve_model(args.aligner) if args.aligner else None,
+                          config=config)
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -42,8 +42,9 @@ def serve_command(args, resolve_model, one_line) -> int:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     try:
-        eng = engine.load(resolve_model(args.model), device=args.device, dtype=args.dtype, quantize=args.quantize,
-                          aligner=resolve_model(args.aligner) if args.aligner else None)
+        config = engine.EngineConfig(device=args.device, dtype=args.dtype, quantize=args.quantize)
+        eng = engine.load(resolve_model(args.model), aligner=resolve_model(args.aligner) if args.aligner else None,
+                          config=config)
     except Exception as e:  # one line, never a traceback
         print(f"error: cannot load the model in {args.model}: {one_line(e)}", file=sys.stderr)
         return 2

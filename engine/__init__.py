@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 _LAZY = {"Engine": "engine.api", "load": "engine.api", "Request": "engine.serving.request",
          "RequestOutput": "engine.serving.request", "Aligner": "engine.pipelines.aligner",
-         "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job"}
+         "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job",
+         "EngineConfig": "engine.serving.config", "StreamDefaults": "engine.serving.config"}
 
 
 def __getattr__(name):
@@ -32,5 +33,5 @@ def load_aligner(aligner_dir, device=None, dtype=None):
     return Aligner(aligner_dir, device=device, dtype=dtype)
 
 
-__all__ = ["Engine", "load", "load_aligner", "Aligner", "Stream", "FileJob", "Request", "RequestOutput",
+__all__ = ["Engine", "EngineConfig", "StreamDefaults", "load", "load_aligner", "Aligner", "Stream", "FileJob", "Request", "RequestOutput",
            "Segment", "Transcript", "Word", "AudioLoadError", "CheckpointError", "__version__"]

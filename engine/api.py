@@ -1,8 +1,10 @@
 """The public engine: audio in (arrays, files, live streams), transcripts and tokens out.
 
-``Engine`` adds to the step loop of ``engine.serving.core`` what turns audio into
-requests (features, prompts) and the pipelines that run on it (file jobs, live
-streams, word timestamps). Create one with ``engine.load``.
+``Engine`` holds a closed core (``engine.serving.core.EngineCore``: requests in, outputs
+out) and the job layer over it (``engine.pipelines.jobs``: file jobs, live streams, the
+aligner), and adds what turns audio into requests (features, prompts). It is the port
+the jobs use (``engine.pipelines.port.EnginePort``). Create one with ``engine.load``;
+every knob is a field of ``EngineConfig``.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from engine.audio.samples import as_samples
 from engine.network.config import audio_token_count
 from engine.network.features import SAMPLE_RATE, log_mel, num_frames
 from engine.pipelines import arguments as args
+from engine.pipelines.admission import FileAdmission
+from engine.pipelines.jobs import JobLayer
+from engine.serving.config import EngineConfig
 from engine.serving.core import EngineCore
-from engine.serving.request import Request
+from engine.serving.request import Request, RequestOutput
 from engine.text.prompt import (
     build_prompt_ids,
     decode_text,
@@ -32,13 +37,55 @@ def default_max_new_tokens(duration: float) -> int:
     return int(48 + 15 * duration)
 
 
-class Engine(EngineCore):
-    """A loaded Qwen3-ASR model with its scheduler and KV cache. Create with ``engine.load``."""
+class Engine:
+    """A loaded Qwen3-ASR model with its scheduler and KV cache. Create with ``engine.load``.
 
-    def __init__(self, model_dir, *, use_vad: bool = True, **options):
-        super().__init__(model_dir, **options)
-        self.use_vad = use_vad
+    ``Engine(model_dir, config=EngineConfig(...))``, or the old keyword arguments
+    (``max_batch_size=...``, ``use_vad=...``): they become an EngineConfig."""
+
+    def __init__(self, model_dir, *, config: EngineConfig | None = None, **options):
+        self.settings = EngineConfig.from_options(config, **options)
+        self.core = EngineCore(model_dir, self.settings)
+        self.use_vad = self.settings.use_vad
+        self.job_layer = JobLayer(self, FileAdmission(max_decoding=self.settings.decoding_files,
+                                                       max_waiting_tokens=self.settings.waiting_tokens))
+        self.speaker_model = None       # a GE2E weights path for speaker labels (engine.pipelines.diarize)
+        self.speaker_embedder = None    # or an embedder object that replaces it (tests, the app)
         prepare_prompts(self.tokenizer)   # a chat template that never finishes fails the load, not each request
+
+    # ------------------------------------------------- what the core loaded
+    model_dir = property(lambda self: self.core.model_dir, doc="the model's folder")
+    config = property(lambda self: self.core.config, doc="the network's config (engine.network.config.ModelConfig)")
+    tokenizer = property(lambda self: self.core.tokenizer)
+    torch_device = property(lambda self: self.core.torch_device)
+    torch_dtype = property(lambda self: self.core.torch_dtype)
+    device = property(lambda self: self.core.device, doc='"cpu" or "cuda"')
+    dtype = property(lambda self: self.core.dtype, doc='"float32", "bfloat16" or "float16"')
+    quantize = property(lambda self: self.core.quantize, doc='None or "int8"')
+    # The core's parts, for diagnostics and tests; the jobs use the port's members only.
+    net = property(lambda self: self.core.net)
+    cache = property(lambda self: self.core.cache)
+    scheduler = property(lambda self: self.core.scheduler)
+    runner = property(lambda self: self.core.runner)
+
+    @property
+    def aligner(self):
+        """The loaded forced aligner (engine.pipelines.aligner.Aligner), or None; driven by the job layer."""
+        return self.job_layer.aligner
+
+    @aligner.setter
+    def aligner(self, aligner) -> None:
+        self.job_layer.aligner = aligner
+
+    @property
+    def jobs(self) -> list:
+        """The unfinished file jobs and live streams, oldest first."""
+        return self.job_layer.jobs
+
+    @property
+    def admission(self) -> FileAdmission:
+        """The one queue policy for files: how many decode at once, when more may start."""
+        return self.job_layer.admission
 
     @property
     def hardware(self) -> str:
@@ -77,6 +124,39 @@ class Engine(EngineCore):
                        language=language_name(language),
                        duration=duration)
 
+    def add_request(self, request: Request, on_output=None) -> Request:
+        """Queue a request made by ``make_request``; its outputs go to ``on_output(RequestOutput)``."""
+        return self.core.add_request(request, on_output)
+
+    def abort_request(self, request: Request) -> None:
+        """Cancel a request; its cache is freed at the next step."""
+        self.core.abort_request(request)
+
+    def cache_tokens(self) -> int:
+        allocator = self.core.cache.allocator
+        return allocator.num_blocks * allocator.block_size
+
+    def waiting_prompt_tokens(self, limit: int) -> int:
+        return self.core.waiting_prompt_tokens(limit)
+
+    # ---------------------------------------------------------------- the loop
+    def step(self) -> list[RequestOutput]:
+        """One engine step: the jobs advance (files decode, streams take audio, the aligner steps),
+        then the core runs one model step. Returns the core's outputs."""
+        self.job_layer.advance()
+        return self.core.step()
+
+    def has_work(self) -> bool:
+        """Whether ``step()`` has anything to do (an open live stream waiting for audio is not work)."""
+        return self.job_layer.has_work() or self.core.has_work()
+
+    def run_until_done(self, requests: list[Request], progress=None) -> None:
+        """Step until every request in ``requests`` finished (others in the queue advance too)."""
+        while not all(r.finished for r in requests):
+            self.step()
+            if progress is not None:
+                progress(sum(r.finished for r in requests) / max(1, len(requests)))
+
     def submit(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
                priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True) -> Request:
         """Queue one clip (float32 16 kHz samples or a file path); returns at once.
@@ -111,17 +191,18 @@ class Engine(EngineCore):
             job = FileJob(self, source, **options)
         else:
             job = array_job(self, as_samples(source), **options)
-        self._jobs.append(job)
-        return job
+        return self.job_layer.add(job)
 
     def open_stream(self, *, language=None, context: str = "", **options):
-        """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream."""
+        """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream.
+
+        Options left out take the engine's stream defaults (``EngineConfig.stream``)."""
         from engine.pipelines.live_stream import Stream
 
+        options = {**self.settings.stream.options(), **options}
         stream = Stream(self, language=args.check_language(language), context=args.check_context(context),
                         **options)
-        self._jobs.append(stream)
-        return stream
+        return self.job_layer.add(stream)
 
     # ------------------------------------------------------------- conveniences
     def generate(self, audios, *, language=None, context: str = "", max_new_tokens: int | None = None,
@@ -165,18 +246,26 @@ class Engine(EngineCore):
         return job.transcript
 
 
-def load(model_dir, device=None, dtype=None, *, aligner=None, **engine_options) -> Engine:
+def load(model_dir, device=None, dtype=None, *, aligner=None, config: EngineConfig | None = None,
+         **engine_options) -> Engine:
     """Load a Qwen3-ASR checkpoint folder (either published layout) into an Engine.
 
     device defaults to CUDA when available, else CPU; dtype to bfloat16 on CUDA and
     float32 on CPU. ``aligner`` is an optional Qwen3-ForcedAligner folder for word times.
+    ``config`` (an EngineConfig) holds every other knob; ``device``, ``dtype`` and keyword
+    arguments named like its fields override it.
     """
     from engine.network.model_kind import ALIGNER, ASR, check_kind_if_readable
 
+    if device is not None:
+        engine_options["device"] = device
+    if dtype is not None:
+        engine_options["dtype"] = dtype
+    settings = EngineConfig.from_options(config, **engine_options)   # bad knobs fail before anything loads
     check_kind_if_readable(model_dir, ASR)   # an aligner given as the model fails here, plainly
     if aligner is not None:
         check_kind_if_readable(aligner, ALIGNER)
-    eng = Engine(model_dir, device=device, dtype=dtype, **engine_options)
+    eng = Engine(model_dir, config=settings)
     if aligner is not None:
         from engine.pipelines.aligner import Aligner
 

@@ -101,7 +101,7 @@ def test_crashed_step_fails_its_requests_and_the_engine_recovers(eng, clips, fre
         if req.id not in crashed:   # not in the crashed step: it was served normally
             assert req.error is None
     assert _all_blocks_free(eng)
-    assert not eng.scheduler.running and not eng.scheduler.waiting and not eng._requests
+    assert not eng.scheduler.running and not eng.scheduler.waiting and eng.core.open_requests == 0
 
     # The same engine, afterwards: token for token what a fresh engine gives.
     again = [eng.submit(clip) for clip in clips]

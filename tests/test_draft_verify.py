@@ -105,7 +105,7 @@ def test_verify_rows_share_steps_with_other_requests(eng, clips, greedy):
     eng.add_request(req)
     while not (req.finished and other.finished):
         eng.step()
-        kinds.append(eng._last_step_kinds)
+        kinds.append(eng.core.last_step_kinds)
     assert req.token_ids == truth
     assert other.token_ids == greedy[1]
     assert any("verify" in k and len(k) > 1 for k in kinds), kinds

@@ -10,7 +10,7 @@ import soundfile as sf
 
 import engine
 from engine.errors import AudioLoadError
-from engine.serving.admission import FileAdmission
+from engine.pipelines.admission import FileAdmission
 
 
 @pytest.fixture(scope="module")

@@ -418,7 +418,7 @@ def test_engine_with_triton_attention_is_token_exact(tiny_model_dir, monkeypatch
     caps = dict(max_batch_size=3, max_prefill_rows=2, max_step_tokens=48)
     want = engine.load(tiny_model_dir, **caps, dtype="float32").generate(clips, max_new_tokens=10)
     eng = engine.load(tiny_model_dir, **caps, dtype="float32")
-    eng.runner = ModelRunner(eng.net, eng.cache, eng.torch_device, pad_buckets=True, attention="triton")
+    eng.core.runner = ModelRunner(eng.net, eng.cache, eng.torch_device, pad_buckets=True, attention="triton")
     assert eng.runner.tensor_metadata and eng.runner.graphs is None   # graphs are for CUDA only
     assert eng.generate(clips, max_new_tokens=10) == want
     assert calls and set(calls) <= {8, 16}, "rows are padded to a row bucket"

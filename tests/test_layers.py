@@ -192,3 +192,81 @@ def test_a_screen_imports_no_other_screens_internals():
                 bad.append(f"{module} imports {dep}")
     assert bad == []
     assert all((ROOT / "app" / s / "__init__.py").is_file() for s in APP_SCREENS)
+
+
+# ------------------------------------------------------------------ run time: what imports cannot show
+# Pipelines and text reach the engine only through what it declares for them (the port,
+# engine.pipelines.port); they never read private state of another object, and never
+# probe another layer's objects with getattr/hasattr (a probe means an undeclared contract).
+RUNTIME_GUARDED = ("engine/pipelines", "engine/text")
+# Names that hold another layer's objects in these files: the engine (or its port), its core
+# parts, requests, the aligner, audio's chunkers, jobs.
+FOREIGN = {"engine", "port", "core", "scheduler", "runner", "cache", "allocator", "request", "req", "aligner",
+           "chunker", "job", "other", "stream", "update"}
+# Probes in files other helpers of issue 30's round own; each is a debt, not a pattern to copy.
+KNOWN_PROBES = {
+    ("engine/pipelines/diarize.py", "getattr(chunker, 'regions', None)"),          # #34's file
+    ("engine/pipelines/diarize.py", "getattr(engine, 'speaker_embedder', None)"),  # #34's file
+    ("engine/pipelines/diarize.py", "getattr(engine, 'speaker_model', None)"),     # #34's file
+    ("engine/pipelines/sentence_alignment.py", "getattr(self.aligner.config, 'timestamp_segment_ms', None)"),  # #32
+}
+# Files whose ``self.port``/``self.engine``/``engine`` may use the port's members only.
+PORT_USERS = ("engine/pipelines/file_job.py", "engine/pipelines/jobs.py")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
+def runtime_violations(rel: str, source: str) -> list[str]:
+    """Private attributes of other objects, getattr/hasattr probes of another layer's objects, and
+    (in PORT_USERS) engine members outside the port, found in one file's source."""
+    from engine.pipelines.port import PORT_MEMBERS
+
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                bad.append(f"{rel}:{node.lineno}: private {ast.unparse(node)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and node.args and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            if _names_in(node.args[0]) & FOREIGN and (rel, ast.unparse(node)) not in KNOWN_PROBES:
+                bad.append(f"{rel}:{node.lineno}: probe {ast.unparse(node)}")
+        if rel in PORT_USERS and isinstance(node, ast.Attribute):
+            holder = node.value
+            is_port = (isinstance(holder, ast.Name) and holder.id in ("engine", "port")) or (
+                isinstance(holder, ast.Attribute) and holder.attr in ("engine", "port")
+                and isinstance(holder.value, ast.Name) and holder.value.id == "self")
+            if is_port and node.attr not in PORT_MEMBERS:
+                bad.append(f"{rel}:{node.lineno}: {ast.unparse(node)} is not a port member")
+    return bad
+
+
+def test_pipelines_and_text_touch_no_private_state_and_probe_no_other_layer():
+    bad = []
+    for folder in RUNTIME_GUARDED:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            bad += runtime_violations(rel, path.read_text(encoding="utf-8"))
+    assert bad == []
+
+
+def test_the_core_duck_types_nothing():
+    """The closed core knows requests only: no getattr/hasattr on what it is handed."""
+    tree = ast.parse((ROOT / "engine/serving/core.py").read_text(encoding="utf-8"))
+    probes = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id in ("getattr", "hasattr")]
+    assert probes == []
+
+
+def test_the_runtime_checker_sees_violations():
+    src = ("def f(self, engine, req):\n"
+           "    engine._jobs.append(1)\n"
+           "    if hasattr(req, 'retry_gate'):\n"
+           "        return self.engine.admission\n"
+           "    return self._mine, getattr(self.tokenizer, 'x', None)\n")
+    found = runtime_violations("engine/pipelines/file_job.py", src)
+    assert sorted(f.split(": ", 1)[1] for f in found) == [
+        "engine._jobs is not a port member", "private engine._jobs", "probe hasattr(req, 'retry_gate')",
+        "self.engine.admission is not a port member"]

@@ -37,7 +37,7 @@ def run_staggered(eng, clips, every: int = 2):
         rows_before = eng.scheduler.step_count
         eng.step()
         if eng.scheduler.step_count > rows_before:
-            step_kinds.append(eng._last_step_kinds)
+            step_kinds.append(eng.core.last_step_kinds)
     return requests, step_kinds
 
 

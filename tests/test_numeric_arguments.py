@@ -56,10 +56,10 @@ def test_cli_kv_cache_flag_is_checked_then_passed_to_the_engine(speech_wav, tmp_
     assert "error: --kv-cache-mb must be between 16 and 1048576 MiB (got 5)" in capsys.readouterr().err
     assert not seen
     assert cli_main(base + ["--kv-cache-mb", "64"]) == 2
-    assert seen["kv_cache_bytes"] == 64 << 20
+    assert seen["config"].kv_cache_bytes == 64 << 20          # the CLI builds an EngineConfig
     seen.clear()
     assert cli_main(base) == 2
-    assert "kv_cache_bytes" not in seen     # the engine's own default
+    assert seen["config"].kv_cache_bytes is None     # the engine's own default
 
 
 @pytest.mark.parametrize("value", [0, -5, math.nan, math.inf, 1e-5, 0.001, 0.5, 1e308, 1e9, True, "30"])

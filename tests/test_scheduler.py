@@ -215,14 +215,25 @@ def test_requests_of_one_priority_get_the_whole_budget_whatever_the_priority():
 def test_files_added_after_an_idle_while_are_not_held_back_by_an_old_update():
     """The engine does not step while idle, so the window is also counted in seconds: files queued
     a while after the last live update prefill at full speed at once."""
-    import time
-
+    now = [100.0]
     caps = SchedulerConfig(max_step_tokens=2048, background_window_s=0.05)
-    sched = Scheduler(caps, BlockAllocator(4096, 16))
+    sched = Scheduler(caps, BlockAllocator(4096, 16), clock=lambda: now[0])
     sched.add(fake_request(40, 2, priority=10))
     drain(sched, caps)
-    time.sleep(0.1)
+    now[0] += 0.1          # an idle while: the engine did not step
     for _ in range(3):
         sched.add(fake_request(1000, 3))
     rows, _ = fake_step(sched, caps)
     assert sum(r.length for r in rows) == 2048
+
+
+def test_the_window_in_seconds_reads_the_injected_clock():
+    """The same queue without the idle while (the clock stands still): files still yield to the update."""
+    caps = SchedulerConfig(max_step_tokens=2048, background_window_s=0.05)
+    sched = Scheduler(caps, BlockAllocator(4096, 16), clock=lambda: 100.0)
+    sched.add(fake_request(40, 2, priority=10))
+    drain(sched, caps)
+    for _ in range(3):
+        sched.add(fake_request(1000, 3))
+    rows, _ = fake_step(sched, caps)
+    assert sum(r.length for r in rows) == caps.background_prefill_tokens

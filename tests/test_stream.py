@@ -250,7 +250,7 @@ def test_cancel_stops_everything(eng, spoken):
     rec.feed(np.concatenate([np.zeros(SR // 2, np.float32), spoken[1]]), np.random.default_rng(7))
     stream.cancel()
     eng.step()
-    assert stream.state == "cancelled" and stream.finished and stream not in eng._jobs
+    assert stream.state == "cancelled" and stream.finished and stream not in eng.jobs
     eng.step()
     assert all(req.finished for _, req, _, _ in rec.requests)
 
@@ -269,7 +269,7 @@ def test_bad_options_and_audio(eng):
     with pytest.raises(RuntimeError):
         stream.feed(np.zeros(100, np.float32))
     eng.step()
-    assert stream.state == "done" and stream not in eng._jobs
+    assert stream.state == "done" and stream not in eng.jobs
 
 
 def test_stable_prefix_keeps_whole_words():

@@ -41,7 +41,7 @@ def _default_loader(model_dir, device=None, dtype=None, *, aligner=None, **optio
         return connect(str(model_dir))
     import engine  # imported here: torch takes seconds, and only this thread needs it
 
-    return engine.load(model_dir, device, dtype, aligner=aligner, **options)
+    return engine.load(model_dir, aligner=aligner, config=engine.EngineConfig(device=device, dtype=dtype, **options))
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """A queued file: decoded block by block, cut into speech chunks, transcribed inside engine steps.
 
-The engine calls ``advance()`` once per step, so decoding a long file never
-blocks the step loop for long, and only the chunks in flight hold samples: a
-two-hour file does not need all its samples in memory at once. A queued job holds
-only its path: the engine starts it (opens the file) when it can take its chunks
-(engine.serving.admission), and the file is closed once its chunks are cut.
+The job layer (engine.pipelines.jobs) calls ``advance()`` between engine steps, so
+decoding a long file never blocks the step loop for long, and only the chunks in flight
+hold samples: a two-hour file does not need all its samples in memory at once. A queued
+job holds only its path: the job layer starts it (opens the file) when the engine can take
+its chunks (engine.pipelines.admission), and the file is closed once its chunks are cut.
+A job uses the engine only through its port (engine.pipelines.port): it makes and adds
+chunk requests, and the engine pushes each request's outputs back to the job.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import numpy as np
 
 from engine.network.config import audio_token_count
 from engine.network.features import SAMPLE_RATE, num_frames
+from engine.pipelines.port import EnginePort
 from engine.serving.heap import release_freed_memory
+from engine.serving.request import RequestOutput
 from engine.text.types import Segment
 
 _job_ids = itertools.count(1)
@@ -38,24 +42,34 @@ def process_limit(error: BaseException) -> str | None:
     return None
 
 
+class ProcessLimitReached(Exception):
+    """A file job's advance hit a limit of the process (``limit``: "open files", "memory"), not of its
+    file; the job layer sends the job back to the queue behind another file, or fails it."""
+
+    def __init__(self, limit: str, error: BaseException):
+        super().__init__(f"this process ran out of {limit} ({error})")
+        self.limit, self.error = limit, error
+
+    def message(self, source: str) -> str:
+        return (f"{source}: not read: this process ran out of {self.limit} ({self.error}); "
+                "the file itself may be fine")
+
+
 # What a chunk needs in the KV cache besides its audio tokens: the prompt's text and the
 # engine's default cap on its answer (engine.api.default_max_new_tokens: 48 + 15 per second).
 _PROMPT_TOKENS, _ANSWER_TOKENS, _ANSWER_TOKENS_PER_S = 64, 48, 15
 
 
-def chunk_cache_tokens(engine, seconds: float) -> int:
+def chunk_cache_tokens(port: EnginePort, seconds: float) -> int:
     """KV cache slots a chunk of ``seconds`` may need: prompt, audio tokens, and its longest answer."""
-    audio = audio_token_count(num_frames(int(seconds * SAMPLE_RATE)), engine.config.encoder)
+    audio = audio_token_count(num_frames(int(seconds * SAMPLE_RATE)), port.config.encoder)
     return audio + _PROMPT_TOKENS + _ANSWER_TOKENS + int(_ANSWER_TOKENS_PER_S * seconds)
 
 
-def chunk_seconds_for_cache(engine, wanted: float) -> float:
+def chunk_seconds_for_cache(engine: EnginePort, wanted: float) -> float:
     """``wanted``, or the longest whole number of seconds (at least 1) whose chunk the engine's
     KV cache can hold; ValueError when not even a 1 s chunk fits."""
-    cache, config = getattr(engine, "cache", None), getattr(engine, "config", None)
-    if cache is None or config is None or not hasattr(config, "encoder"):   # a stand-in engine in tests
-        return wanted
-    capacity = cache.allocator.num_blocks * cache.allocator.block_size
+    capacity = engine.cache_tokens()
     if chunk_cache_tokens(engine, wanted) <= capacity:
         return wanted
     if chunk_cache_tokens(engine, 1.0) > capacity:
@@ -71,13 +85,13 @@ def chunk_seconds_for_cache(engine, wanted: float) -> float:
 class FileJob:
     """One file in the engine's queue. Read ``state``, ``progress``, ``transcript``, ``error``."""
 
-    def __init__(self, engine, source, *, language=None, context: str = "", word_timestamps: bool = False,
+    def __init__(self, engine: EnginePort, source, *, language=None, context: str = "", word_timestamps: bool = False,
                  priority: int = 0, max_chunk_seconds: float | None = None, use_vad: bool = True,
                  block_seconds: float = 30.0, samples: np.ndarray | None = None, speakers=None):
         from engine.text.prompt import language_name
 
         self.id = next(_job_ids)
-        self.engine = engine
+        self.port = engine
         self.source = str(source)
         self.language = language_name(language)     # raises ValueError early for unknown languages
         self.context = context
@@ -103,6 +117,7 @@ class FileJob:
         self._decoded = 0                  # samples decoded so far
         self._done_decoding = False
         self._inflight: list[tuple] = []   # (start, end, samples, speech islands in seconds, request)
+        self._answered: set[int] = set()   # ids of chunk requests whose last output the engine pushed
         self._align = None                 # SentenceAligner, once a chunk's sentences are being aligned
         self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
@@ -163,55 +178,53 @@ class FileJob:
         if self.finished:
             return
         for *_, req in self._inflight:
-            req.cancel()
+            self.port.abort_request(req)
         if self._align:
             self._align.cancel()
         self._close_blocks()
         self.state = "cancelled"
 
-    # ------------------------------------------------------------ engine side
-    def advance(self) -> None:
-        """Bounded work for one engine step; failures fail this job alone."""
+    # ------------------------------------------------------------ job layer side
+    def advance(self, wants_chunks: bool = True) -> None:
+        """Bounded work between two engine steps; failures fail this job alone.
+
+        ``wants_chunks``: whether the engine takes more chunks now; if not, samples wait in the
+        file, not in memory. Raises ProcessLimitReached when the process (not the file) ran out
+        of something: the job layer decides whether to retry later (``requeue``) or ``fail``."""
         if self.finished:
             return
         try:
             if self.state == "queued":
                 self._open()
-            # Decode only while the scheduler wants chunks: samples wait in the file, not in memory.
-            if not self._done_decoding and getattr(self.engine, "accepting_chunks", True):
+            if not self._done_decoding and wants_chunks:
                 self._decode_one_block()
             self._collect()
             if self._done_decoding and not self._inflight and not (self._align and self._align.busy):
                 self._finish()
         except Exception as e:  # a broken file fails alone; the queue goes on
             limit = process_limit(e)
-            if limit is None:
-                self.fail(str(e) if self.source in str(e) else f"{self.source}: {e}")
-                return
-            gate = self.engine.admission.retry_gate(self.engine._jobs, self)
-            if gate is None:   # nothing else holds what is missing: waiting would not help
-                self.fail(f"{self.source}: not read: this process ran out of {limit} ({e}); "
-                          "the file itself may be fine")
-            else:
-                self._requeue(gate)
+            if limit is not None:
+                raise ProcessLimitReached(limit, e) from e
+            self.fail(str(e) if self.source in str(e) else f"{self.source}: {e}")
 
     def fail(self, message: str) -> None:
         for *_, req in self._inflight:
-            req.cancel()
+            self.port.abort_request(req)
         if self._align:
             self._align.cancel()
         self._close_blocks()
         self.error, self.state = message, "failed"
 
-    def _requeue(self, gate: int) -> None:
+    def requeue(self, gate: int) -> None:
         """Back to the queue as a path, holding nothing; it starts afresh after another job finishes."""
         for *_, req in self._inflight:
-            req.cancel()
+            self.port.abort_request(req)
         if self._align:
             self._align.cancel()
         self._close_blocks()
         self._blocks = self._chunker = None
         self._inflight, self._align, self._segments = [], None, []
+        self._answered.clear()
         self._decoded = self._transcribed = 0
         if self.diarizer is not None:
             self.diarizer.reset()
@@ -226,7 +239,7 @@ class FileJob:
 
         self.state, self.started_at = "running", time.monotonic()
         self.max_chunk_seconds = self._asked_chunk_seconds
-        fitting = chunk_seconds_for_cache(self.engine, self.max_chunk_seconds)
+        fitting = chunk_seconds_for_cache(self.port, self.max_chunk_seconds)
         if fitting < self.max_chunk_seconds:
             self.notes.append(f"chunks were cut to at most {fitting:g} s (not {self.max_chunk_seconds:g} s) so "
                               f"that the KV cache can hold them; raise the KV cache budget (--kv-cache-mb, or "
@@ -286,35 +299,42 @@ class FileJob:
         return [(Chunk(a, b), audio[a:b]) for a, b in split_at_quiet_points(audio, self.max_chunk_seconds)]
 
     def _submit_chunk(self, start: int, end: int, samples: np.ndarray, speech=()) -> None:
-        req = self.engine.submit(samples, language=self.language, context=self.context, priority=self.priority)
+        req = self.port.add_request(self.port.make_request(samples, language=self.language, context=self.context,
+                                                           priority=self.priority), self._on_output)
         islands = [(a / SAMPLE_RATE, b / SAMPLE_RATE) for a, b in speech] or [(start / SAMPLE_RATE, end / SAMPLE_RATE)]
         self._inflight.append((start, end, samples if self.word_timestamps else None, islands, req))
+
+    def _on_output(self, output: RequestOutput) -> None:
+        """The engine's push for one of this job's chunk requests (taken in order by ``_collect``)."""
+        if output.finished:
+            self._answered.add(output.request.id)
 
     def _collect(self) -> None:
         from engine.text.placement import place_sentences
 
         still = []
         for start, end, samples, islands, req in self._inflight:
-            if not req.finished:
+            if req.id not in self._answered:
                 still.append((start, end, samples, islands, req))
                 continue
+            self._answered.discard(req.id)
             if req.error:
                 raise RuntimeError(req.error)
             self._transcribed += end - start
             if req.finish_reason == "repetition":
                 self.notes.append(f"the model kept repeating itself at {start / SAMPLE_RATE:.1f}-"
                                   f"{end / SAMPLE_RATE:.1f} s; that part was cut short")
-            language, text = self.engine.decode(req)
+            language, text = self.port.decode(req)
             if not text:
                 continue
             chunk = Segment(start=start / SAMPLE_RATE, end=end / SAMPLE_RATE, text=text, language=language)
             sentences = place_sentences(chunk, islands)      # estimated times, on the chunk's speech
             self._segments += sentences
-            if self.word_timestamps and self.engine.aligner is not None:
+            if self.word_timestamps and self.port.aligner is not None:
                 if self._align is None:
                     from engine.pipelines.sentence_alignment import SentenceAligner
 
-                    self._align = SentenceAligner(self.engine.aligner, self.words_problems)
+                    self._align = SentenceAligner(self.port.aligner, self.words_problems)
                 self._align.submit(sentences, samples, chunk.start, islands)
         self._inflight = still
         if self._align:
@@ -327,8 +347,8 @@ class FileJob:
         self._segments.sort(key=lambda s: s.start)
         if self._align:
             self.notes += self._align.notes(self._segments)
-        note = words_note(self.engine, self._segments, self.words_problems) if self.word_timestamps else ""
-        self.transcript = make_transcript(self._segments, self.duration or 0.0, self.engine.model_dir, note)
+        note = words_note(self.port.aligner, self._segments, self.words_problems) if self.word_timestamps else ""
+        self.transcript = make_transcript(self._segments, self.duration or 0.0, self.port.model_dir, note)
         self.transcript.notes, self.transcript.audio_track = list(self.notes), self.audio_track
         if self.diarizer is not None:
             t0 = time.perf_counter()
@@ -339,12 +359,11 @@ class FileJob:
         release_freed_memory()    # else the heap grows with the number of files (engine/serving/heap.py)
 
     def _close_blocks(self) -> None:
-        close = getattr(self._blocks, "close", None)
-        if close:
-            close()
+        if self._blocks is not None and hasattr(self._blocks, "close"):   # a decoder generator, not a list iterator
+            self._blocks.close()
         self._blocks = iter(())
 
 
-def array_job(engine, samples: np.ndarray, name: str = "<array>", **kwargs) -> FileJob:
+def array_job(engine: EnginePort, samples: np.ndarray, name: str = "<array>", **kwargs) -> FileJob:
     """A FileJob over samples already in memory (float32 mono 16 kHz)."""
     return FileJob(engine, name, samples=samples, **kwargs)

@@ -1,11 +1,15 @@
-"""The step loop: requests in, tokens out, one scheduled step at a time.
+"""The closed engine core: requests in, outputs pushed to their owners, one scheduled step at a time.
 
-    schedule -> run -> postprocess
+    schedule -> run -> postprocess -> deliver
 
-Queued files, aligner requests and live streams all become requests in the
-same scheduler, so one step mixes decode rows and prefill rows of them all.
+The core knows requests only: ``add_request``, ``abort_request`` and ``step``. File
+jobs, live streams and the aligner live above it in the job layer
+(engine.pipelines.jobs), which makes their requests and advances them between steps;
+a file's chunks and a stream's passes meet here as rows of the same steps.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 
@@ -16,11 +20,11 @@ from engine.network.loading import (
     resolve_device,
     resolve_dtype,
 )
-from engine.serving.admission import FileAdmission
+from engine.serving.config import EngineConfig
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
 from engine.serving.runner import ModelRunner
-from engine.serving.scheduler import Scheduler, SchedulerConfig
+from engine.serving.scheduler import Scheduler
 
 
 CPU_BLOCK_SIZE = 64
@@ -69,47 +73,43 @@ def check_cache_budget(kv_cache_bytes, device: torch.device) -> int:
 
 
 class EngineCore:
-    """A loaded network with its scheduler, KV cache and runner: requests in, tokens out.
+    """A loaded network with its scheduler, KV cache and runner: requests in, outputs out.
 
-    ``engine.api.Engine`` builds requests from audio on top of this; jobs (file jobs, live
-    streams) and an optional aligner are advanced once per step through the same loop.
+    Each output goes to the ``on_output`` callback its request was added with (its owner),
+    and ``step`` also returns them all. Nothing else happens in a step: no jobs, no
+    admission, no aligner (the job layer drives those between steps).
     """
 
-    def __init__(self, model_dir, *, device=None, dtype=None, max_batch_size: int = 64,
-                 max_prefill_rows: int = 8, max_step_tokens: int = 4096, kv_cache_bytes: int | None = None,
-                 block_size: int | None = None, pad_buckets: bool | None = None, quantize: str | None = None,
-                 compact_weights: bool = True):
+    def __init__(self, model_dir, config: EngineConfig | None = None):
+        config = config or EngineConfig()
+        self.settings = config
         self.model_dir = str(model_dir)
-        self.torch_device = resolve_device(device)
-        self.torch_dtype = resolve_dtype(dtype, self.torch_device)
-        self.quantize = check_quantize(quantize, self.torch_device)   # None or "int8"; not token-exact
+        self.torch_device = resolve_device(config.device)
+        self.torch_dtype = resolve_dtype(config.dtype, self.torch_device)
+        self.quantize = check_quantize(config.quantize, self.torch_device)   # None or "int8"; not token-exact
+        kv_cache_bytes = config.kv_cache_bytes
         if kv_cache_bytes is not None:
             kv_cache_bytes = check_cache_budget(kv_cache_bytes, self.torch_device)
         # compact_weights=False keeps float weights: loads faster where a few minutes of audio
         # would not repay the packing (fp16_weights).
         self.net, self.config = load_network(model_dir, self.torch_device, self.torch_dtype, self.quantize,
-                                             compact_weights=compact_weights)
+                                             compact_weights=config.compact_weights)
         self.tokenizer = load_tokenizer(model_dir)
         on_cuda = self.torch_device.type == "cuda"
         # flash-attn's paged kernels want 256-slot blocks. CPU attention reads a row in place
         # across consecutive blocks (the allocator keeps tables consecutive), so CPU blocks
         # are short: a row wastes under 64 slots instead of half a long block.
-        block_size = block_size or (256 if on_cuda else CPU_BLOCK_SIZE)
+        block_size = config.block_size or (256 if on_cuda else CPU_BLOCK_SIZE)
         if kv_cache_bytes is None:
-            kv_cache_bytes = self._default_cache_bytes(max_batch_size)
+            kv_cache_bytes = self._default_cache_bytes(config.max_batch_size)
         num_blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
         self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device)
-        self.scheduler = Scheduler(SchedulerConfig(max_batch_size, max_prefill_rows, max_step_tokens),
-                                   self.cache.allocator)
+        self.scheduler = Scheduler(config.scheduler_config(), self.cache.allocator)
         self.runner = ModelRunner(self.net, self.cache, self.torch_device,
-                                  pad_buckets=on_cuda if pad_buckets is None else pad_buckets)
-        self.aligner = None
+                                  pad_buckets=on_cuda if config.pad_buckets is None else config.pad_buckets)
         self._requests: dict[int, Request] = {}
-        self._jobs: list = []        # FileJobs and Streams; each advances once per step
-        # Queued files start, and open ones decode, only while the scheduler wants chunks.
-        self.admission = FileAdmission(max_decoding=2 * max_prefill_rows, max_waiting_tokens=2 * max_step_tokens)
-        self.accepting_chunks = True
-        self._last_step_kinds: set[str] = set()
+        self._owners: dict[int, Callable[[RequestOutput], None]] = {}
+        self.last_step_kinds: set[str] = set()     # the row kinds of the last step that ran (diagnostics)
 
     @property
     def device(self) -> str:
@@ -134,61 +134,76 @@ class EngineCore:
         return max(min(wanted, cap), min(wanted, CPU_MIN_CACHE_BYTES))
 
     # ----------------------------------------------------------------- requests
-    def add_request(self, request: Request) -> Request:
+    def add_request(self, request: Request, on_output: Callable[[RequestOutput], None] | None = None) -> Request:
+        """Queue ``request``; each of its outputs goes to ``on_output`` (its owner), the last with ``finished``."""
         self._requests[request.id] = request
+        if on_output is not None:
+            self._owners[request.id] = on_output
         self.scheduler.add(request)
         return request
 
+    def abort_request(self, request: Request) -> None:
+        """Stop ``request``: its cache is freed and its owner told at the next step (any thread may call)."""
+        request.cancel()
+
     def has_work(self) -> bool:
-        # An open live stream waiting for audio is not work: the step loop may sleep.
-        return any(job.busy for job in self._jobs) or self.scheduler.has_work() or (
-            self.aligner is not None and self.aligner.has_work())
+        return self.scheduler.has_work()
+
+    @property
+    def open_requests(self) -> int:
+        """Requests added and not yet finished (a finished one is forgotten once its owner is told)."""
+        return len(self._requests)
+
+    def waiting_prompt_tokens(self, limit: int) -> int:
+        """Prompt tokens queued for prefill, counted up to ``limit`` (the job layer's admission reads this)."""
+        waiting = 0
+        for request in self.scheduler.waiting:
+            waiting += request.num_tokens - request.num_cached
+            if waiting >= limit:
+                break
+        return waiting
 
     # ---------------------------------------------------------------- the loop
     def step(self) -> list[RequestOutput]:
-        """One engine step: schedule rows, run the model once, hand out tokens."""
-        # Started jobs first, so files that finish decoding now free their slots for this step's newcomers.
-        self.accepting_chunks = self.admission.hungry(self.scheduler)
-        for job in [job for job in self._jobs if not getattr(job, "waiting", False)]:
-            self._advance_job(job)
-        for job in self.admission.admit(self._jobs, self.admission.hungry(self.scheduler)):
-            self._advance_job(job)     # the rest of the queue stays paths: no open file, no samples
-        outputs = self._reap_cancelled()
-        if self.aligner is not None and self.aligner.has_work():
-            self.aligner.step()
+        """One engine step: schedule rows, run the model once, hand every output to its owner."""
+        outputs = self._abort_cancelled()
         rows = self.scheduler.schedule()
         outputs += [RequestOutput(r, [], True, r.error) for r in self.scheduler.take_rejected()]
-        if not rows:
-            return outputs
+        if rows:
+            outputs += self._run(rows)
+        return self._deliver(outputs)
+
+    def _run(self, rows) -> list[RequestOutput]:
+        """The model over ``rows``, then the scheduler's postprocess: the outputs of this step's rows."""
         before = {r.request.id: len(r.request.token_ids) for r in rows}
-        self._last_step_kinds = {r.kind for r in rows}
+        self.last_step_kinds = {r.kind for r in rows}
         try:
             next_tokens = self.runner.run(rows, self.config.timestamp_token_id)
-            finished = self.scheduler.postprocess(rows, next_tokens)
+            done = {r.id for r in self.scheduler.postprocess(rows, next_tokens)}
         except Exception as e:  # a crash fails this step's requests only; the engine stays usable
-            return outputs + self._fail_rows(rows, e)
-        done = {r.id for r in finished}
+            return self._fail_rows(rows, e)
+        outputs = []
         for row in rows:
             req = row.request
             new = req.token_ids[before[req.id]:]
             if new or req.id in done:
                 outputs.append(RequestOutput(req, new, req.id in done))
-            if req.id in done:
-                self._requests.pop(req.id, None)
         return outputs
 
-    def _advance_job(self, job) -> None:
-        job.advance()
-        if job.finished:
-            self._jobs.remove(job)
-            self.admission.finished_jobs += 1
+    def _deliver(self, outputs: list[RequestOutput]) -> list[RequestOutput]:
+        for out in outputs:
+            owner = self._owners.pop(out.request.id, None) if out.finished else self._owners.get(out.request.id)
+            if out.finished:
+                self._requests.pop(out.request.id, None)
+            if owner is not None:
+                owner(out)
+        return outputs
 
-    def _reap_cancelled(self) -> list[RequestOutput]:
+    def _abort_cancelled(self) -> list[RequestOutput]:
         outputs = []
         for req in [r for r in self._requests.values() if r.cancelled and not r.finished]:
             self.scheduler.release(req)
             req.state, req.finish_reason = RequestState.FINISHED, "cancelled"
-            self._requests.pop(req.id, None)
             outputs.append(RequestOutput(req, [], True))
         return outputs
 
@@ -199,13 +214,5 @@ class EngineCore:
             req = row.request
             self.scheduler.release(req)
             req.state, req.finish_reason, req.error = RequestState.FINISHED, "error", message
-            self._requests.pop(req.id, None)
             outputs.append(RequestOutput(req, [], True, message))
         return outputs
-
-    def run_until_done(self, requests: list[Request], progress=None) -> None:
-        """Step until every request in ``requests`` finished (others in the queue advance too)."""
-        while not all(r.finished for r in requests):
-            self.step()
-            if progress is not None:
-                progress(sum(r.finished for r in requests) / max(1, len(requests)))

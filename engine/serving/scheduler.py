@@ -61,8 +61,9 @@ class SchedulerConfig:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, allocator: BlockAllocator):
+    def __init__(self, config: SchedulerConfig, allocator: BlockAllocator, clock=time.monotonic):
         self.config = config
+        self.clock = clock      # seconds, for ``background_window_s``; tests pass a fake one
         self.allocator = allocator
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -193,7 +194,7 @@ class Scheduler:
         cfg = self.config
         present = max((r.priority for r in requests), default=None)
         top, seen, seen_at = self._top_priority
-        now = time.monotonic()
+        now = self.clock()
         stale = self.step_count - seen > cfg.background_window_steps or now - seen_at > cfg.background_window_s
         if present is not None and (present >= top or stale):
             self._top_priority = top, seen, seen_at = present, self.step_count, now

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 
 from engine.errors import CheckpointError
 
@@ -128,13 +129,15 @@ class PromptShapes:
         return marked
 
 
+_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # tokenizer -> its PromptShapes
+
+
 def prompt_shapes(tokenizer, prefill_marker: str) -> PromptShapes:
-    """The tokenizer's PromptShapes, made once and kept on the tokenizer."""
-    shapes = getattr(tokenizer, "_qwen3_asr_prompt_shapes", None)
+    """The tokenizer's PromptShapes, made once per tokenizer (kept here, not on the tokenizer)."""
+    try:
+        shapes = _SHAPES.get(tokenizer)
+    except TypeError:            # a tokenizer that cannot be weakly referenced: render per request
+        return PromptShapes(tokenizer, prefill_marker)
     if shapes is None:
-        shapes = PromptShapes(tokenizer, prefill_marker)
-        try:
-            tokenizer._qwen3_asr_prompt_shapes = shapes
-        except AttributeError:   # a tokenizer that takes no attributes: render per request
-            pass
+        shapes = _SHAPES[tokenizer] = PromptShapes(tokenizer, prefill_marker)
     return shapes

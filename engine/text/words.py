@@ -1,6 +1,8 @@
 """Word timestamps for transcript segments: aligner requests in, Words out, or a note saying why not."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.text.prompt import ALIGNER_LANGUAGES, language_name
@@ -16,7 +18,32 @@ def aligner_supports(language: str | None) -> bool:
     return name is None or name in ALIGNER_LANGUAGES
 
 
-def submit_alignment(aligner, samples: np.ndarray, segment: Segment, problems: list[str] | None = None):
+@dataclass(eq=False)
+class PendingAlignment:
+    """An aligner request with the words it times: what ``submit_alignment`` gives and
+    ``words_from_alignment`` takes. ``finished``, ``error``, ``result`` and ``cancel()`` are the request's."""
+
+    request: object          # the aligner's request (engine.serving.request.Request)
+    words: list[str]         # the words, in order, as the aligner got them
+
+    @property
+    def finished(self) -> bool:
+        return self.request.finished
+
+    @property
+    def error(self) -> str | None:
+        return self.request.error
+
+    @property
+    def result(self):
+        return self.request.result
+
+    def cancel(self) -> None:
+        self.request.cancel()
+
+
+def submit_alignment(aligner, samples: np.ndarray, segment: Segment,
+                     problems: list[str] | None = None) -> PendingAlignment | None:
     """Queue an alignment request for a segment's text, or None when it cannot be aligned.
 
     A failure to build the request is added to ``problems`` (when given) and the segment
@@ -36,11 +63,10 @@ def submit_alignment(aligner, samples: np.ndarray, segment: Segment, problems: l
             raise
         problems.append(_problem(segment, exc))
         return None
-    request.words = words
-    return request
+    return PendingAlignment(request, words)
 
 
-def words_from_alignment(aligner, request, segment: Segment, problems: list[str] | None = None) -> list[Word]:
+def words_from_alignment(aligner, request: PendingAlignment, segment: Segment, problems: list[str] | None = None) -> list[Word]:
     """Words in file time, their text as written in the segment (punctuation kept).
 
     A failed alignment (the request's error, or times that do not match the words) gives no
@@ -61,7 +87,7 @@ def _problem(segment: Segment, exc: Exception) -> str:
 
 
 def _aligned_words(aligner, request, segment: Segment) -> list[Word]:
-    ms = aligner.times(request)
+    ms = aligner.times(request.request)
     pieces = display_spans(segment.text, request.words)
     if len(ms) < 2 * len(pieces):
         raise ValueError(f"the aligner gave {len(ms)} timestamps for {len(pieces)} words "
@@ -74,12 +100,13 @@ def _aligned_words(aligner, request, segment: Segment) -> list[Word]:
     return out
 
 
-def words_note(engine, segments: list[Segment], problems: list[str] | None = None) -> str:
-    """Why some words carry no timestamps, in words a user understands; empty when all do."""
+def words_note(aligner, segments: list[Segment], problems: list[str] | None = None) -> str:
+    """Why some words carry no timestamps, in words a user understands; empty when all do.
+    ``aligner``: the loaded forced aligner, or None."""
     if problems:
         return (f"Word timestamps failed for {len(problems)} of {len(segments)} segments, which keep their "
                 f"segment times: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-    if engine.aligner is None:
+    if aligner is None:
         return "No aligner model is configured, so words have no timestamps (segments keep their times)."
     unsupported = sorted({s.language for s in segments if s.language and not aligner_supports(s.language)})
     if unsupported:

@@ -1,0 +1,81 @@
+"""The job layer: file jobs, live streams and the aligner, advanced between two steps of the core.
+
+``Engine.step()`` is ``jobs.advance()`` then ``core.step()``: the jobs read files, detect
+speech, cut chunks and submit requests through the engine port (engine.pipelines.port), and
+take their results from the outputs the core pushes to them; then the core runs one model
+step over everything queued. File admission (engine.pipelines.admission) is applied here,
+once per advance, so there is one queue policy for files. The forced aligner is driven by
+the job layer too: its ``step()`` runs here when it ``has_work()``.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Union
+
+from engine.pipelines.admission import FileAdmission
+from engine.pipelines.file_job import FileJob, ProcessLimitReached
+from engine.pipelines.port import EnginePort
+
+if TYPE_CHECKING:
+    from engine.pipelines.live_stream import Stream
+
+Job = Union[FileJob, "Stream"]
+
+
+class JobLayer:
+    """The engine's jobs, in the order they came. ``aligner`` is the loaded forced aligner or None."""
+
+    def __init__(self, port: EnginePort, admission: FileAdmission):
+        self.port = port
+        self.admission = admission
+        self.aligner = None
+        self._jobs: list[Job] = []
+
+    @property
+    def jobs(self) -> list[Job]:
+        """The unfinished jobs (file jobs and live streams), oldest first."""
+        return list(self._jobs)
+
+    def add(self, job: Job) -> Job:
+        self._jobs.append(job)
+        return job
+
+    def has_work(self) -> bool:
+        """Whether a job or the aligner has work; an open live stream waiting for audio has none."""
+        return any(job.busy for job in self._jobs) or (self.aligner is not None and self.aligner.has_work())
+
+    def wants_chunks(self) -> bool:
+        """Whether the core wants more file chunks now (prompt tokens waiting for prefill below the bound)."""
+        limit = self.admission.max_waiting_tokens
+        return self.admission.hungry(self.port.waiting_prompt_tokens(limit))
+
+    def advance(self) -> None:
+        """Bounded work for every job before the next core step.
+
+        Started jobs first, so files that finish decoding now free their slots for this step's
+        newcomers; then the queued files admission lets start; then one aligner step."""
+        wants = self.wants_chunks()
+        for job in [job for job in self._jobs if not (isinstance(job, FileJob) and job.waiting)]:
+            self._advance(job, wants)
+        for job in self.admission.admit(self._files(), self.wants_chunks()):
+            self._advance(job, wants)     # the rest of the queue stays paths: no open file, no samples
+        if self.aligner is not None and self.aligner.has_work():
+            self.aligner.step()
+
+    def _files(self) -> list[FileJob]:
+        return [job for job in self._jobs if isinstance(job, FileJob)]
+
+    def _advance(self, job: Job, wants_chunks: bool) -> None:
+        if isinstance(job, FileJob):
+            try:
+                job.advance(wants_chunks)
+            except ProcessLimitReached as limit:
+                gate = self.admission.retry_gate(self._files(), job)
+                if gate is None:     # nothing else holds what is missing: waiting would not help
+                    job.fail(limit.message(job.source))
+                else:
+                    job.requeue(gate)
+        else:
+            job.advance()
+        if job.finished:
+            self._jobs.remove(job)
+            self.admission.finished_jobs += 1
