@@ -2,8 +2,11 @@
 
     schedule -> run -> postprocess
 
-Queued files, aligner requests and live streams all become requests in the
-same scheduler, so one step mixes decode rows and prefill rows of them all.
+Queued files and live streams all become requests in the same scheduler, so
+one step mixes decode rows and prefill rows of them all. The forced aligner is
+another network, so it runs beside this loop, not in it: its own KV cache,
+scheduler and runner (these same classes), its requests scored by the row mode
+SCORE (engine.pipelines.aligner), stepped beside this loop while it has work.
 """
 from __future__ import annotations
 
@@ -163,7 +166,7 @@ class EngineCore:
         before = {r.request.id: len(r.request.token_ids) for r in rows}
         self._last_step_kinds = {r.kind for r in rows}
         try:
-            next_tokens = self.runner.run(rows, self.config.timestamp_token_id)
+            next_tokens = self.runner.run(rows)
             finished = self.scheduler.postprocess(rows, next_tokens)
         except Exception as e:  # a crash fails this step's requests only; the engine stays usable
             return outputs + self._fail_rows(rows, e)
