@@ -43,7 +43,7 @@ class StepInputs:
     sample_rows: list[ScheduledRow]
     sample_counts: list[int]         # positions of each sampling row: 1, or 1 + its draft for a verify row
     num_tokens: int                  # real tokens before padding
-    score_index: torch.Tensor | None = None   # [scored positions] flat index of each position scored
+    score_index: torch.Tensor | None = None   # [scored positions] flat index of each; None when none
     score_rows: list[ScheduledRow] = field(default_factory=list)
     score_counts: list[int] = field(default_factory=list)   # scored positions of each score row
 
@@ -99,7 +99,7 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
         audio_src=torch.cat(src) if src else None,
         sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
         sample_rows=sample_rows, sample_counts=counts, num_tokens=num_tokens,
-        score_index=torch.tensor(score_index, dtype=torch.long, device=device),
+        score_index=torch.tensor(score_index, dtype=torch.long, device=device) if score_index else None,
         score_rows=score_rows, score_counts=score_counts,
     )
 
@@ -173,7 +173,7 @@ class ModelRunner:
         else:
             hidden = self.hidden_states(inputs)
             logits = self.net.head(hidden.index_select(0, inputs.sample_index)) if inputs.sample_rows else None
-            if inputs.score_index.numel():
+            if inputs.score_index is not None:
                 scores = self.net.score(hidden.index_select(0, inputs.score_index)).float().argmax(dim=-1).tolist()
         out: dict[int, int | list[int]] = {}
         if inputs.sample_rows:
