@@ -76,7 +76,7 @@ def eng_words(tiny_model_dir, tiny_aligner_dir):
 
 
 def test_a_failing_alignment_keeps_the_transcript(eng_words, speech_wav, monkeypatch):
-    def broken(rows, timestamp_id):
+    def broken(rows):
         raise RuntimeError("the aligner ran out of memory")
 
     monkeypatch.setattr(eng_words.aligner.runner, "run", broken)

@@ -3,7 +3,12 @@
 Input: ``<|audio_start|>`` + audio placeholders + ``<|audio_end|>`` followed by
 each word and two ``<timestamp>`` tokens. The class argmax at each timestamp
 token times 80 ms is a word's start or end; a monotonic repair fixes outliers.
-Aligner requests batch through the same scheduler and runner as ASR requests.
+The aligner is a second network, so it has its own KV cache, scheduler and runner:
+instances of the serving classes the ASR engine steps, not a copy of them. Its requests
+carry ``score_token_id`` (the timestamp token), so every row of them runs in the row mode
+SCORE: one pass over the whole prompt, the score head's classes read at each timestamp
+token. Many alignments batch into one step. Whoever steps the engine steps the aligner
+beside it while it ``has_work()``; ``align`` steps it alone.
 """
 from __future__ import annotations
 
@@ -124,8 +129,8 @@ class Aligner:
         pad = self.tokenizer.convert_tokens_to_ids(AUDIO_PAD)
         head, tail = self._prompt_parts(words)
         return Request(prompt_ids=head + [pad] * n_audio + tail, audio_start=len(head),
-                       features=log_mel(samples), num_audio_tokens=n_audio, max_new_tokens=1, kind="align",
-                       duration=len(samples) / SAMPLE_RATE)
+                       features=log_mel(samples), num_audio_tokens=n_audio, max_new_tokens=1,
+                       score_token_id=self.config.timestamp_token_id, duration=len(samples) / SAMPLE_RATE)
 
     def _prompt_parts(self, words: list[str]) -> tuple[list[int], list[int]]:
         """Token ids before and after the audio placeholders.
@@ -192,8 +197,7 @@ class Aligner:
         if not rows:
             return
         try:
-            self.runner.run(rows, self.config.timestamp_token_id)
-            self.scheduler.postprocess(rows, {})
+            self.scheduler.postprocess(rows, self.runner.run(rows))
         except Exception as e:  # fail these alignments only; the aligner stays usable
             for row in rows:
                 self.scheduler.release(row.request)

@@ -5,7 +5,9 @@
 The core knows requests only: ``add_request``, ``abort_request`` and ``step``. File
 jobs, live streams and the aligner live above it in the job layer
 (engine.pipelines.jobs), which makes their requests and advances them between steps;
-a file's chunks and a stream's passes meet here as rows of the same steps.
+a file's chunks and a stream's passes meet here as rows of the same steps. The forced
+aligner is another network, so it has its own KV cache, scheduler and runner (these
+same classes, its requests scored by the row mode SCORE), stepped by the job layer.
 """
 from __future__ import annotations
 
@@ -178,7 +180,7 @@ class EngineCore:
         before = {r.request.id: len(r.request.token_ids) for r in rows}
         self.last_step_kinds = {r.kind for r in rows}
         try:
-            next_tokens = self.runner.run(rows, self.config.timestamp_token_id)
+            next_tokens = self.runner.run(rows)
             done = {r.id for r in self.scheduler.postprocess(rows, next_tokens)}
         except Exception as e:  # a crash fails this step's requests only; the engine stays usable
             return self._fail_rows(rows, e)

@@ -34,7 +34,9 @@ class Request:
     eos_token_ids: tuple[int, ...] = ()
     language: str | None = None
     duration: float = 0.0
-    kind: str = "asr"                      # "asr" generates; "align" scores its whole prompt once
+    # Set: the request is scored, not generated: one pass over its whole prompt, the network's score
+    # head (class argmax) read at each position holding this token, appended to ``result``.
+    score_token_id: int | None = None
     id: int = field(default_factory=lambda: next(_ids))
     token_ids: list[int] = field(default_factory=list)
     audio_embeds: torch.Tensor | None = None
@@ -45,7 +47,7 @@ class Request:
     error: str | None = None
     finish_reason: str | None = None       # "stop", "length", "repetition", "cancelled", "error"
     repetition_guard: bool = False         # stop (keeping one copy) when the tokens loop; see serving.repetition
-    result: object = None                  # aligner scores, filled on finish
+    result: object = None                  # a scored request's classes, in prompt order (the aligner's times)
     arrival_step: int = 0
     last_scheduled_step: int = -1
     first_token_step: int | None = None
@@ -71,8 +73,10 @@ class Request:
 
     @property
     def in_prefill(self) -> bool:
-        """True while more than the last token still has to enter the cache."""
-        return self.num_tokens - self.num_cached > 1 or (self.kind == "align" and self.num_cached < self.num_tokens)
+        """True while more than the last token still has to enter the cache (any token, for a
+        scored request: no token is kept back to sample after)."""
+        held_back = 0 if self.score_token_id is not None else 1
+        return self.num_tokens - self.num_cached > held_back
 
     def draft_proposal(self, limit: int) -> list[int]:
         """Up to ``limit`` draft tokens to verify after the last token; [] when the draft has nothing to say.

@@ -7,7 +7,7 @@ replayed; the padding logic is the same on every device and tested on CPU.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -17,7 +17,7 @@ from engine.network.modules import Qwen3ASRNetwork
 from engine.serving.attention import attention_backend, attention_function
 from engine.serving.flash import attention_tensors
 from engine.serving.kv_cache import KVCache
-from engine.serving.scheduler import ScheduledRow
+from engine.serving.scheduler import RowMode, ScheduledRow
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 MIXED_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -43,12 +43,16 @@ class StepInputs:
     sample_rows: list[ScheduledRow]
     sample_counts: list[int]         # positions of each sampling row: 1, or 1 + its draft for a verify row
     num_tokens: int                  # real tokens before padding
+    score_index: torch.Tensor | None = None   # [scored positions] flat index of each; None when none
+    score_rows: list[ScheduledRow] = field(default_factory=list)
+    score_counts: list[int] = field(default_factory=list)   # scored positions of each score row
 
 
 def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to: int | None = None,
                       attention_rows: int | None = None) -> StepInputs:
     """Flatten scheduled rows; ``attention_rows`` also builds padded attention tensors (flash, triton)."""
     ids, positions, slots, dst, src, sample_index, sample_rows, counts = [], [], [], [], [], [], [], []
+    score_index, score_rows, score_counts = [], [], []
     for row in rows:
         req, offset = row.request, len(ids)
         span = range(row.start, row.start + row.length)
@@ -61,7 +65,13 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
         if lo < hi:  # this row feeds audio placeholders: splice in the encoder output
             dst += range(offset + lo - row.start, offset + hi - row.start)
             src.append(req.audio_embeds[lo - a0:hi - a0])
-        if row.sample or req.kind == "align":
+        mode = row.mode
+        if mode is RowMode.SCORE:
+            marked = [offset + i for i, t in enumerate(ids[offset:]) if t == req.score_token_id]
+            score_index += marked
+            score_rows.append(row)
+            score_counts.append(len(marked))
+        elif mode is not RowMode.FEED:
             count = 1 + len(row.draft)   # a verify row: greedy's token after its last token and each draft token
             sample_index += range(offset + row.length - count, offset + row.length)
             sample_rows.append(row)
@@ -89,6 +99,8 @@ def build_step_inputs(rows: list[ScheduledRow], block_size: int, device, pad_to:
         audio_src=torch.cat(src) if src else None,
         sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
         sample_rows=sample_rows, sample_counts=counts, num_tokens=num_tokens,
+        score_index=torch.tensor(score_index, dtype=torch.long, device=device) if score_index else None,
+        score_rows=score_rows, score_counts=score_counts,
     )
 
 
@@ -149,43 +161,30 @@ class ModelRunner:
         return build_step_inputs(rows, self.cache.block_size, self.device, self.padded_size(rows), rows_bucket)
 
     @torch.no_grad()
-    def run(self, rows: list[ScheduledRow], timestamp_token_id: int | None = None) -> dict[int, int | list[int]]:
-        """Greedy next token per sampling ASR row (a list, one per position, for a verify row);
-        aligner rows get their timestamp classes appended."""
+    def run(self, rows: list[ScheduledRow]) -> dict[int, int | list[int]]:
+        """What each row's mode reads out, by request id: greedy's next token for a sample row, a
+        list (one per position) for a verify row, the score head's classes (a list) for a score row."""
         self.encode_pending(rows)
         inputs = self.step_inputs(rows)
-        asr, asr_rows, at = [], [], 0
-        for row, count in zip(inputs.sample_rows, inputs.sample_counts):
-            if row.request.kind == "asr":
-                asr += range(at, at + count)
-                asr_rows.append((row, count))
-            at += count
-        has_align = any(r.request.kind == "align" for r in rows)
-        verify = any(r.draft for r in rows)   # graphs hold one sampled position per row
-        if (self.graphs is not None and not has_align and not verify
-                and self.graphs.fits(inputs.input_ids.numel(), inputs.meta)):
-            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index[asr])
+        graphable = all(r.mode in (RowMode.FEED, RowMode.SAMPLE) for r in rows)   # one logit row per row
+        scores = None
+        if self.graphs is not None and graphable and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
+            logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index)
         else:
             hidden = self.hidden_states(inputs)
-            logits = self.net.head(hidden.index_select(0, inputs.sample_index[asr])) if asr else None
-            self._score_alignment(rows, inputs, hidden, timestamp_token_id)
-        next_tokens: dict[int, int] = {}
-        if asr:
+            logits = self.net.head(hidden.index_select(0, inputs.sample_index)) if inputs.sample_rows else None
+            if inputs.score_index is not None:
+                scores = self.net.score(hidden.index_select(0, inputs.score_index)).float().argmax(dim=-1).tolist()
+        out: dict[int, int | list[int]] = {}
+        if inputs.sample_rows:
             # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
             # max returns the first maximal index like argmax, in half its time on CPU.
             tokens, at = logits.float().max(dim=-1).indices.tolist(), 0
-            for row, count in asr_rows:
-                next_tokens[row.request.id] = tokens[at:at + count] if row.draft else tokens[at]
+            for row, count in zip(inputs.sample_rows, inputs.sample_counts):
+                out[row.request.id] = tokens[at:at + count] if row.draft else tokens[at]
                 at += count
-        return next_tokens
-
-    def _score_alignment(self, rows, inputs: StepInputs, hidden: torch.Tensor, timestamp_token_id) -> None:
-        offset = 0
-        for row in rows:
-            if row.request.kind == "align":
-                ids = inputs.input_ids[offset:offset + row.length]
-                pos = (ids == timestamp_token_id).nonzero().squeeze(-1) + offset
-                if pos.numel():
-                    classes = self.net.score(hidden.index_select(0, pos)).float().argmax(dim=-1)
-                    row.request.result = (row.request.result or []) + classes.tolist()
-            offset += row.length
+        at = 0
+        for row, count in zip(inputs.score_rows, inputs.score_counts):
+            out[row.request.id] = scores[at:at + count] if count else []
+            at += count
+        return out

@@ -12,6 +12,7 @@ recomputed later from its prompt and the tokens it already has, never lost.
 """
 from __future__ import annotations
 
+import enum
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,15 @@ from dataclasses import dataclass, field
 from engine.serving.kv_cache import BlockAllocator
 from engine.serving.repetition import cut_repetition
 from engine.serving.request import Request, RequestState
+
+
+class RowMode(enum.Enum):
+    """What a step reads out of a row, which the runner computes and ``postprocess`` takes in."""
+
+    FEED = "feed"        # part of a prompt: its keys and values enter the cache, nothing is read out
+    SAMPLE = "sample"    # greedy's next token after the row's last token
+    VERIFY = "verify"    # the last token plus draft tokens: greedy's token after each of them
+    SCORE = "score"      # a scored request (``score_token_id``): score-head classes at its marked positions
 
 
 @dataclass
@@ -38,6 +48,16 @@ class ScheduledRow:
         if self.draft:
             return "verify"
         return "decode" if self.length == 1 and self.request.token_ids else "prefill"
+
+    @property
+    def mode(self) -> RowMode:
+        """Chosen by the request's data: every row of a scored request is scored (its prompt may
+        run in chunks); otherwise a row samples only when it ends at the last token."""
+        if self.request.score_token_id is not None:
+            return RowMode.SCORE
+        if not self.sample:
+            return RowMode.FEED
+        return RowMode.VERIFY if self.draft else RowMode.SAMPLE
 
 
 @dataclass
@@ -159,7 +179,7 @@ class Scheduler:
                 continue
             length = min(req.num_tokens - req.num_cached, limit)
             sample = req.num_cached + length == req.num_tokens
-            draft = req.draft_proposal(budget - length) if sample and req.kind == "asr" else []
+            draft = req.draft_proposal(budget - length) if sample else []
             length += len(draft)
             lowest = min((r.priority for r in self.running if r.id not in scheduled), default=req.priority)
             if not self._ensure_blocks(req, req.num_cached + length, scheduled, may_preempt=req.priority > lowest):
@@ -212,23 +232,25 @@ class Scheduler:
         return self.step_count - last > 2 * self.config.background_window_steps
 
     def postprocess(self, rows: list[ScheduledRow], next_tokens: dict[int, int | list[int]]) -> list[Request]:
-        """Advance the cache counters, append sampled tokens; return the requests that finished.
+        """Advance the cache counters, append sampled tokens (a scored row's classes to its
+        ``result``); return the requests that finished.
 
         A verify row brings greedy's token after its last token and after each draft token: the
         tokens are taken while they equal the draft, plus the one after (exactly greedy decoding),
         and the cache keeps only what was accepted (later slots are overwritten by later steps)."""
-        missing = [r.request.id for r in rows if r.sample and r.request.kind == "asr" and r.request.id not in next_tokens]
+        missing = [r.request.id for r in rows if r.mode is not RowMode.FEED and r.request.id not in next_tokens]
         if missing:
             raise RuntimeError(f"step dropped rows of requests {missing}")
         finished = []
         for row in rows:
             req = row.request
             req.num_cached = row.start + row.length
-            if not row.sample:
-                continue
-            if req.kind == "align":
-                req.finish_reason = "stop"
-            else:
+            mode = row.mode
+            if mode is RowMode.SCORE:
+                req.result = (req.result or []) + next_tokens[req.id]
+                if row.sample:                 # the whole prompt is scored: done
+                    req.finish_reason = "stop"
+            elif mode is not RowMode.FEED:
                 tokens = next_tokens[req.id]
                 self._take_tokens(req, [tokens] if isinstance(tokens, int) else tokens, row.draft)
                 req.num_cached = min(req.num_cached, req.num_tokens - 1)   # the rejected draft's KV is dropped

@@ -80,7 +80,7 @@ print(job.state, "|", next(n for n in job.transcript.notes if "truncated" in n)[
 ALIGNER_CASES = {
     "alignment fails (aligner step raises)": """
 eng.aligner = engine.load_aligner({aligner!r}, device="cpu", dtype="float32")
-def broken(rows, ts):
+def broken(rows):
     raise RuntimeError("aligner out of memory")
 eng.aligner.runner.run = broken
 t = eng.transcribe({speech!r}, language="en", word_timestamps=True)
