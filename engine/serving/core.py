@@ -98,11 +98,13 @@ class EngineCore:
         if kv_cache_bytes is None:
             kv_cache_bytes = self._default_cache_bytes(max_batch_size)
         num_blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
-        self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device)
+        self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device,
+                             prefix_caching=True)
         self.scheduler = Scheduler(SchedulerConfig(max_batch_size, max_prefill_rows, max_step_tokens),
                                    self.cache.allocator)
         self.runner = ModelRunner(self.net, self.cache, self.torch_device,
                                   pad_buckets=on_cuda if pad_buckets is None else pad_buckets)
+        self.scheduler.before_start = self.runner.encode_if_cached   # a repeated window: match its audio prefix too
         self.aligner = None
         self._requests: dict[int, Request] = {}
         self._jobs: list = []        # FileJobs and Streams; each advances once per step
