@@ -34,6 +34,7 @@ class BlockAllocator:
         self._num_free = num_blocks                     # vacant blocks
         self._refs = [0] * num_blocks                   # holders of each allocated block
         self.prefix = PrefixIndex(block_size) if prefix_caching else None
+        self._avail = bytearray(b"\x01") * num_blocks   # 1 where vacant or cached and held by nobody
 
     @property
     def num_free(self) -> int:
@@ -73,6 +74,7 @@ class BlockAllocator:
         """One more holder for cached block ``b``."""
         if self._refs[b] == 0:
             self.prefix.evictable.pop(b, None)
+            self._avail[b] = 0
         self._refs[b] += 1
 
     def _evict(self, b: int) -> None:
@@ -95,7 +97,7 @@ class BlockAllocator:
                 self._make_room(after, need)
             blocks = self._place(after, need)
             for b in blocks:
-                self._free[b] = 0
+                self._free[b] = self._avail[b] = 0
                 self._refs[b] = 1
             self._num_free -= need
             table.extend(blocks)
@@ -110,6 +112,7 @@ class BlockAllocator:
         for b in table:
             self._refs[b] -= 1
             if self._refs[b] == 0:
+                self._avail[b] = 1
                 if self.prefix is not None and b in self.prefix.entry:
                     self.prefix.evictable[b] = None      # kept as cache until its room is wanted
                 else:
@@ -120,22 +123,34 @@ class BlockAllocator:
         table.clear()
 
     def _make_room(self, after: int | None, need: int) -> None:
-        """Evict cached free blocks so that ``need`` vacant ones exist: those right after the
-        table first (it stays consecutive), then the least recently used."""
-        if after is not None and after + need <= self.num_blocks and all(
-                self._free[b] or (self._refs[b] == 0 and b in self.prefix.evictable) for b in range(after, after + need)):
-            for b in range(after, after + need):
-                if not self._free[b]:
-                    self._evict(b)
+        """Evict cached free blocks so that ``need`` vacant ones exist where ``_place`` will look:
+        the blocks right after the table (it stays consecutive), else a run where the vacant blocks
+        and the cached free ones together leave room (so tables stay runs as without the cache),
+        else the least recently used ones."""
+        run = b"\x01" * need
+        if after is not None and self._avail.startswith(run, after):
+            self._evict_range(after, need)
+            return
+        if self._largest_hole(self._free)[1] >= need:
+            return
+        start, length = self._largest_hole(self._avail)
+        if length >= need:
+            self._evict_range(start + ((length - need) // 2 if start > 0 else 0), need)
+            return
         while self._num_free < need:
             self._evict(next(iter(self.prefix.evictable)))
+
+    def _evict_range(self, start: int, count: int) -> None:
+        for b in range(start, start + count):
+            if not self._free[b]:
+                self._evict(b)
 
     def _place(self, after: int | None, need: int) -> list[int]:
         """``need`` free block ids, consecutive with ``after`` (the table's next id) where possible."""
         free = self._free
         if after is not None and free.startswith(b"\x01" * need, after):
             return list(range(after, after + need))
-        start, length = self._largest_hole()
+        start, length = self._largest_hole(free)
         if length >= need:
             if start > 0:   # a table ends right before this hole: leave it room to grow
                 start += (length - need) // 2
@@ -147,8 +162,8 @@ class BlockAllocator:
             b += 1
         return blocks
 
-    def _largest_hole(self) -> tuple[int, int]:
-        free, best, i = self._free, (0, 0), 0
+    def _largest_hole(self, free: bytearray) -> tuple[int, int]:
+        best, i = (0, 0), 0
         while True:
             i = free.find(1, i)
             if i < 0:
