@@ -126,7 +126,10 @@ class ModelRunner:
         a repeat of recent audio (a live pass), whose audio prefix the KV cache may then hold too."""
         if (request.audio_embeds is None and request.features is not None and request.num_audio_tokens
                 and self.encoder_cache.has_first_window(request.features)):
-            self._encode([request])
+            try:
+                self._encode([request])
+            except Exception:   # the step's encode_pending tries again, where a failure fails the request alone
+                request.audio_embeds = None
 
     def _encode(self, todo: list[Request]) -> None:
         if not todo:
