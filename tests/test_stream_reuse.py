@@ -221,7 +221,9 @@ def test_no_blocks_leak_over_a_hundred_utterances(eng, word):
     for pos in range(0, 6 * SR, SR // 4):
         cancelled.feed(audio[pos:pos + SR // 4])
         eng.step()
-    assert allocator.num_free < free or cancelled._update is not None or cancelled._pending
+        if pos >= 2 * SR and allocator.num_free < free:
+            break                                  # a pass holds blocks: cancel now
+    assert allocator.num_free < free
     cancelled.cancel()
     eng.step()
     eng.step()
