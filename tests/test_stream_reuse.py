@@ -1,8 +1,9 @@
-"""A live stream's passes reuse the last pass's prompt cache, encoder windows and tokens, exactly.
+"""A live stream's passes find the last pass's prompt prefix, encoder windows and tokens, exactly.
 
-float32, tiny random checkpoint, espeak-ng speech: a pass that starts from the held prefix
-gives the logits of a full prefill; every update's tokens equal an offline pass over its
-audio; and the cache blocks a stream holds all come back when it closes or is cancelled.
+float32, tiny random checkpoint, espeak-ng speech: a pass that starts from the prefix cache gives
+the logits of a full prefill; every update's tokens equal an offline pass over its audio; and the
+cache blocks a stream's passes hold all come back when it closes or is cancelled. Reuse lives in
+serving (the runner's encoder cache, the allocator's prefix cache): a pass is an ordinary request.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from conftest import espeak_wav
 from test_stream import _read_trimmed as _read
 
 import engine
+from engine.network import platform
+from engine.network.encoder import encode_audio
 from engine.network.encoder_reuse import rows_round_alike
-from engine.pipelines.utterance_reuse import UtteranceReuse
 from engine.serving.scheduler import ScheduledRow
 
 SR = 16000
@@ -24,6 +26,15 @@ CONTEXT = "Names: Qwen"
 @pytest.fixture(scope="module")
 def eng(tiny_model_dir):
     return engine.load(tiny_model_dir, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def eng_alike(tiny_model_dir, eng):
+    """An engine whose encoder cache is on: float32 where this CPU rounds encoder rows alike in
+    any call, else bfloat16 where it is native (see test_encoder_cache)."""
+    if rows_round_alike(eng.net) or not platform.current().native_bf16:
+        return eng
+    return engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +65,11 @@ def _last_logits(eng, request) -> torch.Tensor:
     return logits
 
 
-def _held_pass(eng, reuse: UtteranceReuse, audio: np.ndarray, context: str, max_new_tokens: int):
-    """An update over ``audio`` run to the end, its prompt's blocks then held by ``reuse``."""
+def _finished_pass(eng, audio: np.ndarray, context: str, max_new_tokens: int):
+    """A pass over ``audio`` run to the end: its prompt's blocks stay in the prefix cache."""
     first = eng.make_request(audio, context=context, max_new_tokens=max_new_tokens)
-    reuse.prepare(first, keep=True)
     eng.add_request(first)
     eng.run_until_done([first])
-    reuse.take(first)
     return first
 
 
@@ -71,60 +80,58 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def test_a_pass_from_the_held_prefix_gives_full_prefill_logits(eng, speech):
+def test_a_pass_that_finds_its_prefix_cached_gives_full_prefill_logits(eng_alike, speech):
+    eng = eng_alike
     free = eng.cache.allocator.num_free
-    reuse = UtteranceReuse(eng)
-    first = _held_pass(eng, reuse, speech[:int(9.0 * SR)], CONTEXT, 4)
-    assert reuse.draft == first.token_ids and reuse.held_blocks
+    _finished_pass(eng, speech[:int(9.0 * SR)], CONTEXT, 4)
 
     audio = speech[:int(9.75 * SR)]
     shared = eng.make_request(audio, context=CONTEXT)
-    reuse.prepare(shared, keep=False)
-    # the system turn, the context and the first 8 s window of audio come from the cache
+    eng.scheduler.start_from_cache(shared)
+    # encoded on arrival from the encoder cache (its first window was there), so the system turn,
+    # the context and the first 8 s window of audio come from the prefix cache
+    assert shared.audio_embeds is not None
     assert shared.num_cached >= shared.audio_start + eng.config.encoder.window_tokens
-    assert shared.draft == first.token_ids
+    eng.runner.encoder_cache.clear()
     fresh = eng.make_request(audio, context=CONTEXT)
+    features = fresh.features
     assert torch.equal(_last_logits(eng, shared), _last_logits(eng, fresh))
-    reuse.reset()
+    assert torch.equal(shared.audio_embeds, encode_audio(eng.net, [features])[0])
     assert eng.cache.allocator.num_free == free
 
 
-def test_a_changed_context_is_not_reused(eng, speech):
-    reuse = UtteranceReuse(eng)
-    first = _held_pass(eng, reuse, speech[:3 * SR], CONTEXT, 2)
+def test_a_changed_context_is_found_up_to_where_it_changes(eng, speech):
+    first = _finished_pass(eng, speech[:3 * SR], CONTEXT, 2)
     other = eng.make_request(speech[:4 * SR], context="Something else entirely")
-    reuse.prepare(other, keep=False)
+    eng.scheduler.start_from_cache(other)
     common = _common_prefix(first.prompt_ids, other.prompt_ids)
     assert other.num_cached == common < other.audio_start
     eng.cache.allocator.release(other.block_table)
-    reuse.reset()
 
 
-def test_the_next_utterance_borrows_the_context_but_never_writes_into_a_block_in_use(eng, speech):
-    """Across utterances the holder keeps the whole blocks before the audio; a pass whose prompt
-    parts from them inside a block that another pass still holds starts on a block of its own."""
+def test_the_next_utterance_finds_the_context_but_never_writes_into_a_block_in_use(eng, speech):
+    """A block another request holds is shared only when full; a prompt that parts from it inside
+    (or ends inside it) starts on a block of its own there."""
     bs = eng.cache.allocator.block_size
     context = "Names: " + "Qwen Alice Bob " * 12          # a context longer than a block
-    reuse = UtteranceReuse(eng)
-    first = _held_pass(eng, reuse, speech[:2 * SR], context, 2)
+    first = _finished_pass(eng, speech[:2 * SR], context, 2)
     final = eng.make_request(speech[:2 * SR + SR // 4], context=context, max_new_tokens=2)
-    reuse.prepare(final, keep=False)              # the utterance's final borrows the held blocks
-    reuse.next_utterance()
-    assert reuse.held_blocks == first.audio_start // bs >= 1
+    eng.scheduler.start_from_cache(final)         # the utterance's final: all of the prompt before the audio
+    assert final.num_cached == first.audio_start and first.audio_start % bs
     same = eng.make_request(speech[3 * SR:5 * SR], context=context, max_new_tokens=2)
-    reuse.prepare(same, keep=False)
-    assert same.num_cached == reuse.held_blocks * bs   # the next utterance skips the context's prefill
+    eng.scheduler.start_from_cache(same)          # the next utterance, while the final holds the blocks
+    assert same.num_cached == first.audio_start - first.audio_start % bs >= bs
+    assert all(eng.cache.allocator.holders(b) == 2 for b in same.block_table)
     eng.cache.allocator.release(same.block_table)
-    # A context that parts inside the held blocks, while the final still holds them: round down.
+    # A context that parts inside a full block the final holds: round down to the blocks before it.
     changed = context[:len(context) // 2] + "Zed"
     other = eng.make_request(speech[3 * SR:5 * SR], context=changed, max_new_tokens=2)
     common = _common_prefix(first.prompt_ids, other.prompt_ids)
     assert common % bs                            # the prompts part inside a block
-    reuse.prepare(other, keep=False)
+    eng.scheduler.start_from_cache(other)
     assert other.num_cached == common - common % bs
     eng.cache.allocator.release(other.block_table)
     eng.cache.allocator.release(final.block_table)
-    reuse.reset()
 
 
 def test_passes_equal_offline_while_finals_overlap_the_next_utterance(eng, word):
@@ -139,7 +146,7 @@ def test_passes_equal_offline_while_finals_overlap_the_next_utterance(eng, word)
 
     def on_request(kind, req, span):
         final_running = any(k == "final" and not r.finished for k, r, *_ in passes)
-        passes.append((kind, req, span, stream._context(), req.num_cached, final_running))
+        passes.append((kind, req, span, stream._context(), final_running))
 
     stream.on_request = on_request
     for pos in range(0, len(audio), SR // 4):
@@ -157,16 +164,18 @@ def test_passes_equal_offline_while_finals_overlap_the_next_utterance(eng, word)
     finals = [i for i, p in enumerate(passes) if p[0] == "final"]
     firsts = [passes[i + 1] for i in finals[:-1] if i + 1 < len(passes) and passes[i + 1][0] == "update"]
     assert len(firsts) >= 6
-    assert sum(cached > 0 for *_, cached, _ in firsts) >= 3   # new utterances started from the held context
-    # ...also while the last utterance's final still ran: then on whole blocks only
-    overlapping = [cached for *_, cached, running in firsts if running and cached]
-    assert overlapping and all(c % eng.cache.allocator.block_size == 0 for c in overlapping)
+    assert sum(p[1].prefix_cached > 0 for p in firsts) >= 3   # new utterances started from the cached context
+    # ...also while the last utterance's final still ran (a block it holds is shared only whole, never
+    # written into: test_prefix_cache.test_two_requests_share_a_prefix_and_each_holds_a_reference)
+    assert [p for p in firsts if p[-1] and p[1].prefix_cached]
     assert eng.cache.allocator.num_free == free
 
 
 def test_every_update_equals_an_offline_pass(eng, speech):
     """Updates of one long utterance (encoder windows, prefix and draft reused) and its final."""
     audio = np.concatenate([np.zeros(SR // 2, np.float32), speech, np.zeros(SR, np.float32)])
+    encoder = eng.runner.encoder_cache
+    chunks_reused, windows_reused, chunks_computed = encoder.chunks_reused, encoder.windows_reused, encoder.chunks_computed
     stream = eng.open_stream(context=CONTEXT, update_interval=0.75, recent_context_chars=0, max_new_tokens=12)
     requests = []
     stream.on_request = lambda kind, req, span: requests.append((kind, req, span))
@@ -183,12 +192,11 @@ def test_every_update_equals_an_offline_pass(eng, speech):
     for kind, req, (start, end) in done:
         offline = eng.generate([audio[start:end]], context=CONTEXT, max_new_tokens=12)[0]
         assert req.token_ids == offline, (kind, start / SR, end / SR)
-    assert stream._reuse.prefix_reused > 0
-    encoder = stream._reuse.encoder
+    assert sum(r.prefix_cached for _, r, _ in done) > 0
     if rows_round_alike(eng.net):
-        assert encoder.windows_reused > 0 and encoder.chunks_reused > 0
+        assert encoder.windows_reused > windows_reused and encoder.chunks_reused > chunks_reused
     else:   # this CPU rounds rows by their call (see encoder_reuse): every pass encoded fresh, still exact
-        assert encoder.windows_reused == encoder.chunks_reused == 0 and encoder.chunks_computed > 0
+        assert encoder.windows_reused == encoder.chunks_reused == 0 and encoder.chunks_computed > chunks_computed
     assert sum(r.draft_accepted for _, r, _ in done) > 0
 
 
@@ -213,7 +221,9 @@ def test_no_blocks_leak_over_a_hundred_utterances(eng, word):
     for pos in range(0, 6 * SR, SR // 4):
         cancelled.feed(audio[pos:pos + SR // 4])
         eng.step()
-    assert cancelled._reuse.held_blocks or cancelled._update is not None or cancelled._pending
+        if pos >= 2 * SR and allocator.num_free < free:
+            break                                  # a pass holds blocks: cancel now
+    assert allocator.num_free < free
     cancelled.cancel()
     eng.step()
     eng.step()

@@ -22,7 +22,7 @@ CONV_BATCH_CHUNKS = {"cpu": 4, "cuda": 64}
 
 # Every encoder GEMM gets at least this many rows (zero rows appended). BLAS libraries take other
 # kernels for a few rows, which round differently: padded, a row comes out the same whether its
-# window is encoded alone (a live stream's open window, EncoderReuse) or among many (a whole
+# window is encoded alone (a live stream's open window, from serving's encoder cache) or among many (a whole
 # clip). rows_round_alike() checks, on the machine at hand, that this holds.
 MIN_GEMM_ROWS = 32
 

@@ -28,7 +28,7 @@ import numpy as np
 from engine.network.features import SAMPLE_RATE
 from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
-from engine.pipelines.utterance_reuse import UtteranceReuse
+from engine.pipelines.pass_draft import PassDraft
 from engine.serving.request import Request
 from engine.text.types import Segment
 
@@ -121,7 +121,7 @@ class Stream:
         tr = self._tracker
         self._covering_extra = max(0, min(round(COVERING_EXTRA_S * SAMPLE_RATE), tr.min_silence - 2 * tr.pad))
         self._cadence = self._interval          # stream samples between updates: spaced out while behind
-        self._reuse = UtteranceReuse(engine)    # what the open utterance's last pass left for the next
+        self._draft = PassDraft(engine.tokenizer)   # the open utterance's last tokens, the next pass's draft
         self.committed: list[Segment] = []
         self.finals: list[FinalPass] = []                  # parallel to committed
         self.tentative = ""
@@ -283,7 +283,7 @@ class Stream:
         self._open = max(start, self._buf_start)
         self._next_update = self._open + self._cadence
         self._update_end = self._open
-        self._reuse.next_utterance()
+        self._draft.next_utterance()
         self._preview = self.stable_prefix = ""
         self._publish()
 
@@ -292,7 +292,7 @@ class Stream:
         for event in self._tracker.finish():
             self._on_event(event)
         self._drop_update()
-        self._reuse.reset()
+        self._draft.reset()
         self._open = None
         self.state = "closing"
 
@@ -316,7 +316,7 @@ class Stream:
         start = max(start, self._buf_start)
         last, self._last_update = self._last_update, None
         if end - start <= 0:
-            self._reuse.next_utterance()
+            self._draft.next_utterance()
             return
         context = self._context()
         covering = covering_update(last, start, end, context, self._covering_extra) if silence_after else None
@@ -324,7 +324,7 @@ class Stream:
             request, end = covering
         else:
             request = self._submit((start, end), context, final=True)
-        self._reuse.next_utterance()            # the final pass holds its own references
+        self._draft.next_utterance()
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
                           samples=self._slice(start, end) if keep else None)
@@ -340,13 +340,12 @@ class Stream:
         request = self.engine.make_request(self._slice(*span), language=self.language,
                                            context=self._context() if context is None else context,
                                            max_new_tokens=cap, priority=self.priority)
-        self._reuse.prepare(request, keep=not final)
+        self._draft.give(request)                # the rest it reuses, serving finds in its caches
         return self.engine.add_request(request)
 
     def _drop_update(self) -> None:
         if self._update is not None:
             self._update.cancel()
-            self._reuse.discard(self._update)    # it may have finished (and kept blocks) uncollected
             self._update = None
 
     def _pace(self, span: tuple[int, int]) -> None:
@@ -387,7 +386,7 @@ class Stream:
         update = self._update
         if update is not None and update.finished:
             self._update = None
-            self._reuse.take(update)
+            self._draft.take(update)
             if not update.error and update.finish_reason != "cancelled":
                 self._update_end = self._update_span[1]
                 self._last_update = (update, self._update_span, self._update_context)
@@ -417,7 +416,7 @@ class Stream:
         """Cancel everything in flight and finish in ``state``."""
         self._drop_update()
         self._last_update = None
-        self._reuse.reset()
+        self._draft.reset()
         for final in self._pending:
             final.cancel()
         self._pending = []

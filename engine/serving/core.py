@@ -105,10 +105,12 @@ class EngineCore:
         if kv_cache_bytes is None:
             kv_cache_bytes = self._default_cache_bytes(config.max_batch_size)
         num_blocks = KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size, self.torch_dtype)
-        self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device)
+        self.cache = KVCache(self.config.decoder, num_blocks, block_size, self.torch_dtype, self.torch_device,
+                             prefix_caching=True)
         self.scheduler = Scheduler(config.scheduler_config(), self.cache.allocator)
         self.runner = ModelRunner(self.net, self.cache, self.torch_device,
                                   pad_buckets=on_cuda if config.pad_buckets is None else config.pad_buckets)
+        self.scheduler.before_start = self.runner.encode_if_cached   # a repeated window: match its audio prefix too
         self._requests: dict[int, Request] = {}
         self._owners: dict[int, Callable[[RequestOutput], None]] = {}
         self.last_step_kinds: set[str] = set()     # the row kinds of the last step that ran (diagnostics)

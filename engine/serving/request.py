@@ -56,8 +56,7 @@ class Request:
     draft: list[int] = field(default_factory=list)
     draft_offered: int = 0                 # draft tokens fed for verification
     draft_accepted: int = 0                # of those, the ones greedy decoding agreed with
-    retain_tokens: int = 0                 # on finish, keep the cache blocks of this many leading tokens
-    retained_blocks: list[int] | None = None   # ...here, referenced; the owner must release them
+    prefix_cached: int = 0                 # prompt tokens found in the prefix cache when it (last) started
 
     @property
     def finished(self) -> bool:

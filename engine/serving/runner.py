@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.network.decoder import StepMetadata, decoder_forward
-from engine.network.encoder import encode_audio
 from engine.network.modules import Qwen3ASRNetwork
 from engine.serving.attention import attention_backend, attention_function
+from engine.serving.encoder_cache import EncoderCache
 from engine.serving.flash import attention_tensors
 from engine.serving.kv_cache import KVCache
+from engine.serving.request import Request
 from engine.serving.scheduler import RowMode, ScheduledRow
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
@@ -113,6 +114,7 @@ class ModelRunner:
         self.cache = cache
         self.device = device
         self.pad_buckets = pad_buckets
+        self.encoder_cache = EncoderCache(net)   # encoder outputs by audio content, for every request
         self.backend = attention or attention_backend(device, net.language_model.norm.weight.dtype)
         self.attention = attention_function(self.backend)
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
@@ -129,10 +131,22 @@ class ModelRunner:
     @torch.no_grad()
     def encode_pending(self, rows: list[ScheduledRow]) -> None:
         """Run the encoder once for every request of this step that has no embeddings yet."""
-        todo = [r.request for r in rows if r.request.audio_embeds is None and r.request.num_audio_tokens]
+        self._encode([r.request for r in rows if r.request.audio_embeds is None and r.request.num_audio_tokens])
+
+    def encode_if_cached(self, request: Request) -> None:
+        """Encode ``request`` now, before it is scheduled, if the encoder cache holds its first window:
+        a repeat of recent audio (a live pass), whose audio prefix the KV cache may then hold too."""
+        if (request.audio_embeds is None and request.features is not None and request.num_audio_tokens
+                and self.encoder_cache.has_first_window(request.features)):
+            try:
+                self._encode([request])
+            except Exception:   # the step's encode_pending tries again, where a failure fails the request alone
+                request.audio_embeds = None
+
+    def _encode(self, todo: list[Request]) -> None:
         if not todo:
             return
-        embeds = encode_audio(self.net, [r.features.to(self.device) for r in todo])
+        embeds = self.encoder_cache.encode([r.features for r in todo], self.device)
         for req, emb in zip(todo, embeds):
             if emb.shape[0] != req.num_audio_tokens:
                 raise RuntimeError(f"encoder gave {emb.shape[0]} tokens, prompt has {req.num_audio_tokens}")

@@ -9,15 +9,22 @@ reading the weights) and prefill in the gaps, in small chunks, so an update neve
 waits behind a whole file chunk's prefill. When cache blocks run
 out, the newest running request is preempted: its blocks go back and it is
 recomputed later from its prompt and the tokens it already has, never lost.
+
+With a prefix-caching allocator, a request starts from the longest prompt prefix the cache
+holds (``start_from_cache``): blocks keyed by their tokens and audio embeddings, which every
+request leaves there when it releases them. A live stream's next pass is such a request.
 """
 from __future__ import annotations
 
 import enum
 import math
 import time
+import weakref
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.serving.kv_cache import BlockAllocator
+from engine.serving.prefix_cache import prompt_keys
 from engine.serving.repetition import cut_repetition
 from engine.serving.request import Request, RequestState
 
@@ -91,6 +98,12 @@ class Scheduler:
         self.preemptions = 0
         self.rejected: list[Request] = []
         self._top_priority = (0, -1, -math.inf)   # (highest priority seen lately, the step and time it was last seen)
+        # Called with a request about to start, before its prefix is looked up: the runner encodes it
+        # there when its audio is a repeat (ModelRunner.encode_if_cached), so its audio prefix can match.
+        self.before_start: Callable[[Request], None] | None = None
+        self.prompt_tokens = 0          # prompt tokens of every request started...
+        self.prefix_tokens_cached = 0   # ...and of those, the ones found in the cache
+        self._keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # request -> its prompt keys
 
     def add(self, request: Request) -> None:
         request.arrival_step = self.step_count
@@ -101,7 +114,8 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def release(self, request: Request) -> None:
-        """Give a request's blocks back and drop it from the queues."""
+        """Give a request's blocks back (what they hold of its prompt stays cached) and drop it from the queues."""
+        self._cache_prompt(request)
         self.allocator.release(request.block_table)
         request.num_cached = 0
         if request in self.running:
@@ -171,18 +185,24 @@ class Scheduler:
             if req.state is RequestState.FINISHED or req.id in scheduled:
                 continue
             limit = budget
+            fresh = req.state is RequestState.WAITING and not req.block_table and not req.num_cached
             if req.priority < top:   # background: what is left of its allowance, or a chunk when it starves
                 limit = min(budget, max(background, cfg.background_prefill_tokens if self._starving(req) else 0))
                 if background_rows:
                     limit = 0        # one background prefill row a step: each new clip runs its whole encoder
             if limit < 1:
                 continue
+            if fresh:
+                self.start_from_cache(req)
             length = min(req.num_tokens - req.num_cached, limit)
             sample = req.num_cached + length == req.num_tokens
             draft = req.draft_proposal(budget - length) if sample else []
             length += len(draft)
             lowest = min((r.priority for r in self.running if r.id not in scheduled), default=req.priority)
             if not self._ensure_blocks(req, req.num_cached + length, scheduled, may_preempt=req.priority > lowest):
+                if fresh:   # it waits: the cached blocks it was given go back
+                    self.allocator.release(req.block_table)
+                    req.num_cached = 0
                 capacity = self.allocator.num_blocks * self.allocator.block_size
                 if req.num_tokens > capacity:  # it can never run: fail it alone, the rest go on
                     self._reject(req, f"the clip needs {req.num_tokens} tokens of cache, more than the whole "
@@ -256,12 +276,40 @@ class Scheduler:
                 req.num_cached = min(req.num_cached, req.num_tokens - 1)   # the rejected draft's KV is dropped
             if req.finish_reason:
                 finished.append(req)
+        for row in rows:
+            if row.start < len(row.request.prompt_ids) <= row.request.num_cached:
+                self._cache_prompt(row.request)   # its prompt is in: later requests may share it now
         for req in finished:
-            if req.retain_tokens:   # its owner (a live stream) reuses the prompt's cache for the next pass
-                req.retained_blocks = self.allocator.share(req.block_table, min(req.retain_tokens, req.num_cached))
             self.release(req)
             req.state = RequestState.FINISHED
         return finished
+
+    def start_from_cache(self, req: Request) -> None:
+        """Give a request about to start the cached blocks of its prompt's longest cached prefix
+        (never its last prompt token, which must run to give the first logits)."""
+        if self.allocator.prefix is None:
+            return
+        if self.before_start is not None:
+            self.before_start(req)
+        keys = self._prompt_keys(req)[:len(req.prompt_ids) - 1]
+        req.block_table, req.num_cached = self.allocator.match(keys)
+        req.prefix_cached = req.num_cached
+        self.prompt_tokens += len(req.prompt_ids)
+        self.prefix_tokens_cached += req.num_cached
+
+    def _cache_prompt(self, req: Request) -> None:
+        """Register the blocks holding the part of ``req``'s prompt that is in the cache."""
+        if self.allocator.prefix is None or not req.block_table:
+            return
+        keys = self._prompt_keys(req)[:min(req.num_cached, len(req.prompt_ids))]
+        self.allocator.register(req.block_table, keys)
+
+    def _prompt_keys(self, req: Request) -> list[bytes]:
+        keys = self._keys.get(req)
+        if keys is None or (len(keys) < len(req.prompt_ids) and req.audio_embeds is not None):
+            keys = prompt_keys(req.prompt_ids, req.audio_start, req.num_audio_tokens, req.audio_embeds)
+            self._keys[req] = keys
+        return keys
 
     def _take_tokens(self, req: Request, tokens: list[int], draft: list[int]) -> None:
         """Append greedy tokens up to the first that departs from ``draft``, an end token, or the cap."""

@@ -17,8 +17,8 @@ the wall time of each update request (submission to finish), its mean over the f
 utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
 that fed its last sample) to its final pass being resolved, in wall seconds and engine steps;
 then the engine time per stream second, update wall time p50/p95, the share of draft tokens
-(the previous pass's tokens) that verification accepted, and what the passes reused of the
-last pass (held prompt prefix, encoder chunks and windows).
+(the previous pass's tokens) that verification accepted, and what the passes found in serving's caches
+(prompt prefix in the KV cache, encoder chunks and windows in the encoder cache).
 
 Random weights never say anything a tokenizer can spell and rarely stop, so every pass is
 capped at what a real model says: 6 tokens (``language X<asr_text>``) plus ``--tokens-per-second``
@@ -142,6 +142,7 @@ class FileQueue:
 def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
     """Stream ``audio`` one block per engine step; return what was measured."""
     stream = open_stream(eng, args)
+    encoder_before = encoder_counts(eng)
     step, tracked, resolved, fed = 0, {"update": [], "final": []}, [], []
     stream.on_request = lambda kind, req, span: tracked[kind].append(Tracked(req, span, time.perf_counter(), step))
     stream.on_final = lambda final: resolved.append((final.end, time.perf_counter(), step))
@@ -179,7 +180,14 @@ def run_session(eng, audio: np.ndarray, args, queue: FileQueue | None) -> dict:
         raise SystemExit(stream.error)
     return dict(wall=wall, steps=step, seconds=len(audio) / SR, updates=tracked["update"],
                 finals=tracked["final"], resolved=resolved, fed=fed, committed=len(stream.committed), stream=stream,
-                queue_done=queue.done if queue is not None else None)
+                queue_done=queue.done if queue is not None else None,
+                encoder=[b - a for a, b in zip(encoder_before, encoder_counts(eng))])
+
+
+def encoder_counts(eng) -> list[int]:
+    """The runner's encoder cache counters (chunks and windows reused and computed), engine-wide."""
+    enc = eng.runner.encoder_cache
+    return [enc.chunks_reused, enc.chunks_computed, enc.windows_reused, enc.windows_computed]
 
 
 def mark_finished(updates: list[Tracked], step: int) -> None:
@@ -258,13 +266,14 @@ def report_reuse(result: dict, done: list[Tracked]) -> None:
     tokens = sum(len(r.token_ids) for r in passes)
     print(f"   draft tokens accepted: {accepted} of {offered} verified "
           f"({accepted / max(1, offered):.0%}); {tokens} tokens in all passes")
-    reuse = getattr(result["stream"], "_reuse", None)
-    if reuse is not None:
-        enc = reuse.encoder
-        print(f"   prompt tokens from the held prefix: {reuse.prefix_reused} of {reuse.prompt_tokens} "
-              f"({reuse.prefix_reused / max(1, reuse.prompt_tokens):.0%}); encoder chunks reused "
-              f"{enc.chunks_reused} of {enc.chunks_reused + enc.chunks_computed}, windows reused "
-              f"{enc.windows_reused} of {enc.windows_reused + enc.windows_computed}")
+    # Reuse is serving's: each pass's prompt tokens found in the prefix cache when it started, and the
+    # runner's encoder cache over the run (files included, when a queue runs beside the stream).
+    cached = sum(r.prefix_cached for r in passes)
+    prompt = sum(len(r.prompt_ids) for r in passes)
+    chunks_reused, chunks_computed, windows_reused, windows_computed = result["encoder"]
+    print(f"   prompt tokens from the prefix cache: {cached} of {prompt} ({cached / max(1, prompt):.0%}); "
+          f"encoder chunks reused {chunks_reused} of {chunks_reused + chunks_computed}, windows reused "
+          f"{windows_reused} of {windows_reused + windows_computed}")
 
 
 def main():

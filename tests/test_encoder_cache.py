@@ -1,8 +1,8 @@
-"""Encoder reuse for a growing clip is bit-identical with a fresh encode (float32, tiny checkpoint).
+"""The runner's encoder cache gives exactly what a fresh encode gives (tiny checkpoint).
 
-A live stream's open utterance grows by an update interval at a time; EncoderReuse keeps the
-conv outputs of unchanged chunks and the outputs of unchanged complete windows. Every call must
-return exactly what encode_audio returns for the same features.
+A live stream's open utterance grows by an update interval at a time; the cache keeps the conv
+outputs of full chunks and the outputs of complete windows by their audio content. Every call must
+return exactly what encode_audio returns for the same features, for one clip or a batch.
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from conftest import espeak_wav
 import engine
 from engine.network import platform
 from engine.network.encoder import encode_audio
-from engine.network.encoder_reuse import EncoderReuse, rows_round_alike
+from engine.network.encoder_reuse import rows_round_alike
 from engine.network.features import log_mel
+from engine.serving.encoder_cache import EncoderCache
 
 SR = 16000
 
@@ -27,7 +28,7 @@ def eng(tiny_model_dir):
     """float32 where this CPU rounds encoder rows alike whatever call they are in; else
     bfloat16 where it is native (an AVX512-BF16 EPYC rounds a float32 convolution of one chunk
     unlike the same chunk in a batch, so reuse switches itself off there in float32; the
-    float32 fallback is tested in test_stream_reuse)."""
+    float32 fallback is tested below and in test_stream_reuse)."""
     eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
     if not rows_round_alike(eng.net) and platform.current().native_bf16:
         eng = engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")
@@ -50,35 +51,59 @@ def long_speech(tmp_path_factory) -> np.ndarray:
 
 def test_growing_clip_matches_fresh_encode(eng, long_speech):
     assert rows_round_alike(eng.net), "this CPU rounds a row by its call's row count: reuse would be off"
-    reuse = EncoderReuse(eng.net)
+    reuse = EncoderCache(eng.net)
     # first call; a growing partial window; a window completes; updates after it; a second window
     for seconds in (0.5, 4.0, 7.9, 8.6, 9.35, 16.1, 16.85, 17.6):
         end = int(seconds * SR)
         features = log_mel(long_speech[:end])
         fresh = encode_audio(eng.net, [features])[0]
-        assert torch.equal(reuse.encode(features), fresh), f"differs at {end / SR:.2f} s"
+        assert torch.equal(reuse.encode([features], "cpu")[0], fresh), f"differs at {end / SR:.2f} s"
+        assert reuse.has_first_window(features) == (seconds > 8.0)
     assert reuse.chunks_reused > 0
     assert reuse.windows_reused > 0
 
 
 def test_changed_audio_is_recomputed(eng, long_speech):
     """A louder sound changes the clip's feature clamp: nothing stale is reused."""
-    reuse = EncoderReuse(eng.net)
+    reuse = EncoderCache(eng.net)
     clip = long_speech[:17 * SR].copy()
-    reuse.encode(log_mel(clip))
+    reuse.encode([log_mel(clip)], "cpu")
     clip[-SR:] *= 0.0
     clip[-SR // 2:] = 0.99                      # louder than anything before
     features = log_mel(clip)
-    assert torch.equal(reuse.encode(features), encode_audio(eng.net, [features])[0])
+    assert not reuse.has_first_window(features)
+    assert torch.equal(reuse.encode([features], "cpu")[0], encode_audio(eng.net, [features])[0])
     shorter = log_mel(long_speech[:3 * SR])     # a new utterance starting over
-    assert torch.equal(reuse.encode(shorter), encode_audio(eng.net, [shorter])[0])
+    assert torch.equal(reuse.encode([shorter], "cpu")[0], encode_audio(eng.net, [shorter])[0])
+
+
+def test_a_batch_of_clips_matches_a_fresh_batch_encode(eng, long_speech):
+    """Files: several clips in one call, one of them seen before (all hits), one new, one short."""
+    assert rows_round_alike(eng.net)
+    reuse = EncoderCache(eng.net)
+    seen = log_mel(long_speech[:int(17.3 * SR)])
+    reuse.encode([seen], "cpu")
+    clips = [log_mel(long_speech[int(2.1 * SR):int(19.9 * SR)]), seen, log_mel(long_speech[:int(0.7 * SR)])]
+    before = reuse.windows_reused
+    for got, fresh in zip(reuse.encode(clips, "cpu"), encode_audio(eng.net, clips)):
+        assert torch.equal(got, fresh)
+    assert reuse.windows_reused == before + 2   # the clip seen before: both of its complete windows
+
+
+def test_the_cache_stays_within_its_budget(eng, long_speech):
+    reuse = EncoderCache(eng.net, max_bytes=1 << 20)
+    for start in range(0, 3):
+        features = log_mel(long_speech[start * SR:(start + 9) * SR])
+        assert torch.equal(reuse.encode([features], "cpu")[0], encode_audio(eng.net, [features])[0])
+    assert 0 < reuse._bytes <= 1 << 20
 
 
 def test_where_rows_round_apart_every_pass_encodes_fresh(eng, long_speech, monkeypatch):
     """A machine whose BLAS rounds a row by its call's row count: nothing is reused, nothing differs."""
     monkeypatch.setattr(eng.net, "_rows_round_alike", False)
-    reuse = EncoderReuse(eng.net)
+    reuse = EncoderCache(eng.net)
     for seconds in (8.6, 9.35):
         features = log_mel(long_speech[:int(seconds * SR)])
-        assert torch.equal(reuse.encode(features), encode_audio(eng.net, [features])[0])
+        assert torch.equal(reuse.encode([features], "cpu")[0], encode_audio(eng.net, [features])[0])
+        assert not reuse.has_first_window(features)
     assert reuse.chunks_reused == reuse.windows_reused == 0
