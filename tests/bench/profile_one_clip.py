@@ -183,7 +183,7 @@ def main():
           f"{med(head) * 1e3:.1f} + outside the model {med(outside) * 1e3:.2f} ms")
     print(f"  bytes a decode step reads: {nbytes / 1e9:.3f} GB -> {nbytes / med(steps) / 1e9:.1f} GB/s "
           f"per step" + (f" ({nbytes / med(steps) / 1e9 / peak * 100:.0f}% of the best GEMV, {peak:.1f} GB/s; "
-                         f"memory-bound floor {nbytes / peak * 1e3:.1f} ms/step)" if not args.no_bandwidth else ""))
+                         f"memory-bound floor {nbytes / peak / 1e9 * 1e3:.1f} ms/step)" if not args.no_bandwidth else ""))
     print("  per step ms: " + " ".join(f"{s * 1e3:.0f}" for s in steps))
 
     if args.torch_profile:
