@@ -5,15 +5,21 @@
 |---------------------------------------------|--------|
 | ``quantize="int8"``                         | ``Int8DynamicLinear`` (from the on-disk cache when it holds the weight) |
 | ``compact`` and ``stores_as_fp16(weight)``  | ``Fp16CompactLinear`` (falls back to the float method if a value is not exact) |
+| a tied bfloat16 LM head where oneDNN packs  | ``PackedBf16Linear`` over a copy (the embedding keeps the plain matrix) |
 | otherwise                                   | ``linear_methods.float_linear`` (plain, oneDNN-packed bfloat16, or small-row oneDNN float32) |
+
+The tied head is the largest single read of a decode step (a quarter of the 0.6B's bytes); plain
+F.linear reads it at about two thirds of the packed layout's rate on one row, so it is worth
+its copy (vocab x hidden x 2 bytes: 311 MB for the 0.6B). Figures: tests/bench/RESULTS.md.
 """
 from __future__ import annotations
 
 import torch
 
+from engine.network import platform
 from engine.network.fp16_weights import CompactEmbedding, Fp16CompactLinear, pack_all, stores_as_fp16
 from engine.network.int8_linear import Int8DynamicLinear, pack_int8, quantize_int8
-from engine.network.linear_methods import LinearMethod, float_linear
+from engine.network.linear_methods import LinearMethod, PackedBf16Linear, float_linear
 
 
 def fits(q_scale: tuple[torch.Tensor, torch.Tensor] | None, shape: tuple[int, int]) -> bool:
@@ -46,6 +52,8 @@ class LinearChooser:
         if self.compact and stores_as_fp16(weight):
             self.fp16.append(Fp16CompactLinear(weight, tied=tied))     # bfloat16 values in 2 bytes
             return self.fp16[-1]
+        if tied and _packs_bf16(weight):
+            return PackedBf16Linear(weight)      # packs a copy; the embedding still reads ``weight``
         return float_linear(weight, shared=tied)
 
     def finish(self) -> None:
@@ -65,6 +73,10 @@ class LinearChooser:
         embedding = CompactEmbedding(head.values, head.inverse_scale, dtype)
         head.values = None          # the embedding holds them; the float32 matrix goes
         return embedding
+
+
+def _packs_bf16(weight: torch.Tensor) -> bool:
+    return weight.device.type == "cpu" and weight.dtype == torch.bfloat16 and platform.current().onednn_bf16_packing
 
 
 def _joined(weights: tuple[torch.Tensor, ...]) -> torch.Tensor:

@@ -3,6 +3,8 @@
     python tests/bench/bench_peers.py [--dtypes float32,bfloat16,int8] \\
         [--antirez-bin /path/to/qwen_asr] \\
         [--crispasr-python /path/to/venv/bin/python --crispasr-gguf-dir /path/to/ggufs] \\
+        [--crispasr-lib /path/to/native/build/libcrispasr.so] \\
+        [--sherpa-python /path/to/venv/bin/python --sherpa-dir /path/to/onnx-export] \\
         [--model DIR] [--clips 16 | --durations 2,5] [--repeat 3] [--threads 2]
 
 Peers are not part of this project: build or install them yourself and pass their paths;
@@ -18,7 +20,27 @@ a peer whose path is not given is skipped with a message.
   ``--crispasr-gguf-dir`` (converted from ``--model``), ``set_max_new_tokens(N)``,
   ``transcribe(pcm, language="en")``, tokens counted by its token callback, which sees every
   generated token before its loop removal (the returned text has loops removed); one clip at a time (it has no batching). Run as a
-  subprocess that prints its timings as JSON; load time printed apart.
+  subprocess that prints its timings as JSON; load time printed apart. The PyPI wheel is built
+  for AVX2; ``--crispasr-lib`` adds the same GGUFs through a library built from source for this
+  CPU (``CRISPASR_LIB_PATH``), as a user who builds CrispASR gets::
+
+      git clone --recursive https://github.com/CrispStrobe/CrispASR && cd CrispASR
+      cmake -B build-native -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON \\
+          -DCRISPASR_BUILD_EXAMPLES=OFF -DCRISPASR_BUILD_SERVER=OFF -DCRISPASR_BUILD_TESTS=OFF
+      cmake --build build-native --target crispasr-lib -j2    # -> build-native/src/libcrispasr.so
+
+- sherpa-onnx (ONNX Runtime): ``OfflineRecognizer.from_qwen3_asr`` in the venv given by
+  ``--sherpa-python`` (``pip install sherpa-onnx onnx onnxruntime transformers==4.57.6``) over
+  the graphs in ``--sherpa-dir``, exported from ``--model`` with github:Wasser1462/Qwen3-ASR-onnx
+  (the exporter sherpa-onnx's model cards name)::
+
+      python export_qwen3_asr_onnx.py --model MODEL --outdir DIR --max-total-len 512
+
+  which writes fp32 (conv_frontend.onnx, encoder.onnx, decoder.onnx) and int8
+  (``*.int8.onnx``) graphs; both are run. Token counts are made equal per clip with the stream
+  option ``max_new_tokens``; sherpa cuts a decode that loops short (a random model loops), so
+  the tokens it really generated (its filler words) are counted and every clip it cut is listed.
+  It decides the language itself (no forced "language English" prefix: 3 prompt tokens fewer).
 - ours: ``engine.load(model, device="cpu", dtype=...)`` for float32 and bfloat16, and int8
   with ``quantize="int8"`` where the engine has it. Batched: the whole queue submitted, then
   stepped; one by one: each clip submitted alone and stepped to the end (what
@@ -242,18 +264,114 @@ def crisp_ggufs(folder: Path) -> dict[str, str]:
     return found
 
 
-def run_crisp(python, ggufs, wavs, tokens, latency_wav, threads, repeat, workdir: Path):
+def run_crisp(python, ggufs, wavs, tokens, latency_wav, threads, repeat, workdir: Path, lib: Path | None = None):
     cfg = {"ggufs": ggufs, "clips": [str(w) for w in wavs], "tokens": tokens, "latency_clip": str(latency_wav),
            "latency_tokens": LATENCY_TOKENS, "threads": threads, "repeat": repeat}
     (workdir / "crisp.json").write_text(json.dumps(cfg))
     (workdir / "crisp_bench.py").write_text(CRISP_SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    if lib is not None:            # the binding loads this build instead of the wheel's library
+        env["CRISPASR_LIB_PATH"] = str(lib)
     proc = subprocess.run([str(python), str(workdir / "crisp_bench.py"), str(workdir / "crisp.json")],
                           capture_output=True, text=True, env=env, check=False)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("JSON:")), None)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"CrispASR run failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
     return json.loads(line[5:])
+
+
+# ----------------------------------------------------------------------------- sherpa-onnx
+SHERPA_SCRIPT = r"""
+import json, sys, time, wave
+import numpy as np
+import sherpa_onnx
+
+cfg = json.load(open(sys.argv[1]))
+
+def read(p):
+    with wave.open(p) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768.0
+
+clips = [read(p) for p in cfg["clips"]]
+lat = read(cfg["latency_clip"])
+out = {}
+for label, g in cfg["graphs"].items():
+    t = time.perf_counter()
+    rec = sherpa_onnx.OfflineRecognizer.from_qwen3_asr(
+        conv_frontend=g["conv_frontend"], encoder=g["encoder"], decoder=g["decoder"], tokenizer=cfg["tokenizer"],
+        num_threads=cfg["threads"], max_total_len=cfg["max_total_len"], max_new_tokens=max(cfg["tokens"] + [cfg["latency_tokens"]]))
+    load = time.perf_counter() - t
+
+    def run(pcm, n):
+        s = rec.create_stream()
+        s.set_option("max_new_tokens", str(n))
+        s.accept_waveform(16000, pcm)
+        rec.decode_stream(s)
+        return sum(1 for w in s.result.text.split() if w.startswith("w"))   # one filler word a token
+
+    run(lat[:16000], 2)
+    best, got = float("inf"), None
+    for _ in range(cfg["repeat"]):
+        t = time.perf_counter()
+        got = run(lat, cfg["latency_tokens"])
+        best = min(best, time.perf_counter() - t)
+    t = time.perf_counter()
+    counts = [run(c, n) for c, n in zip(clips, cfg["tokens"])]
+    queue = time.perf_counter() - t
+    out[label] = dict(load_s=load, latency_s=best, latency_tokens=got, queue_s=queue, queue_tokens=counts)
+print("JSON:" + json.dumps(out), flush=True)
+"""
+
+
+def sherpa_graphs(folder: Path) -> dict[str, dict[str, str]]:
+    """fp32 and int8 graph sets found in an export folder."""
+    found = {}
+    for label, suffix in (("fp32", ".onnx"), ("int8", ".int8.onnx")):
+        g = {part: str(folder / f"{part}{suffix}") for part in ("conv_frontend", "encoder", "decoder")}
+        if all(Path(p).is_file() for p in g.values()):
+            found[label] = g
+    return found
+
+
+def sherpa_tokenizer(model_dir: Path, workdir: Path) -> Path:
+    """vocab.json, merges.txt and a tokenizer_config.json with ``added_tokens_decoder``, the only
+    place sherpa-onnx reads special tokens from (built from tokenizer.json's added tokens)."""
+    out = workdir / "sherpa_tokenizer"
+    out.mkdir(exist_ok=True)
+    for name in ("vocab.json", "merges.txt"):
+        (out / name).write_bytes((model_dir / name).read_bytes())
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    added = json.loads((model_dir / "tokenizer.json").read_text())["added_tokens"]
+    config["added_tokens_decoder"] = {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added}
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
+def run_sherpa(python, graphs, tokenizer, wavs, tokens, latency_wav, threads, repeat, workdir: Path,
+               max_total_len=512):
+    cfg = {"graphs": graphs, "tokenizer": str(tokenizer), "clips": [str(w) for w in wavs], "tokens": tokens,
+           "latency_clip": str(latency_wav), "latency_tokens": LATENCY_TOKENS, "threads": threads,
+           "repeat": repeat, "max_total_len": max_total_len}
+    (workdir / "sherpa.json").write_text(json.dumps(cfg))
+    (workdir / "sherpa_bench.py").write_text(SHERPA_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run([str(python), str(workdir / "sherpa_bench.py"), str(workdir / "sherpa.json")],
+                          capture_output=True, text=True, env=env, check=False)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("JSON:")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"sherpa-onnx run failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
+    return json.loads(line[5:])
+
+
+def token_note(latency_tokens, queue_tokens, tokens) -> str:
+    """Empty when every count is as asked; else which clips stopped early and the totals."""
+    cut = [f"clip {i}: {got}/{want}" for i, (got, want) in enumerate(zip(queue_tokens, tokens)) if got != want]
+    parts = []
+    if latency_tokens != LATENCY_TOKENS:
+        parts.append(f"1-clip {latency_tokens}/{LATENCY_TOKENS} tokens")
+    if cut:
+        parts.append(f"queue {sum(queue_tokens)}/{sum(tokens)} tokens, cut short: {', '.join(cut)}")
+    return "; ".join(parts)
 
 
 # ----------------------------------------------------------------------------- main
@@ -264,6 +382,11 @@ def main():
     parser.add_argument("--antirez-bin", type=Path, help="antirez/qwen-asr binary (qwen_asr)")
     parser.add_argument("--crispasr-gguf-dir", type=Path, help="folder with *f16*/*q8_0*/*q4_0* .gguf of --model")
     parser.add_argument("--crispasr-python", type=Path, help="python of a venv with crispasr installed")
+    parser.add_argument("--crispasr-lib", type=Path,
+                        help="libcrispasr.so built from source with native flags (see above); run beside the wheel")
+    parser.add_argument("--sherpa-python", type=Path, help="python of a venv with sherpa-onnx installed")
+    parser.add_argument("--sherpa-dir", type=Path, help="Wasser1462/Qwen3-ASR-onnx export of --model (fp32, int8)")
+    parser.add_argument("--skip-crispasr-wheel", action="store_true", help="only the --crispasr-lib build")
     parser.add_argument("--clips", type=int, default=16)
     parser.add_argument("--durations", help="comma-separated clip seconds instead of the 16-clip set (quick runs)")
     parser.add_argument("--repeat", type=int, default=3, help="latency: best of this many runs")
@@ -322,16 +445,38 @@ def main():
         print("CrispASR: skipped (give --crispasr-python and --crispasr-gguf-dir)")
     else:
         ggufs = crisp_ggufs(args.crispasr_gguf_dir)
+        builds = ([] if args.skip_crispasr_wheel else [("wheel", None)]) + \
+            ([("native", args.crispasr_lib)] if args.crispasr_lib else [])
         if not ggufs:
             print(f"CrispASR: skipped (no *f16*/*q8_0*/*q4_0* .gguf in {args.crispasr_gguf_dir})")
-        else:
-            res = run_crisp(args.crispasr_python, ggufs, wavs, tokens, latency_wav, args.threads, args.repeat, work)
+        for build, lib in builds if ggufs else []:
+            try:
+                res = run_crisp(args.crispasr_python, ggufs, wavs, tokens, latency_wav, args.threads, args.repeat,
+                                work, lib)
+            except RuntimeError as e:
+                print(f"CrispASR {build}: FAILED: {e}", flush=True)
+                continue
             for label, r in res.items():
-                ok = r["latency_tokens"] == LATENCY_TOKENS and r["queue_tokens"] == tokens
-                note = f"load {r['load_s']:.1f} s" + ("" if ok else f"; TOKEN COUNTS DIFFER: {r['latency_tokens']}, "
-                                                               f"{r['queue_tokens']}")
-                rows.append(("CrispASR", label, r["latency_s"], r["queue_s"], note))
-                print(f"CrispASR {label}: latency {r['latency_s']:.2f} s, queue {r['queue_s']:.2f} s ({note})",
+                counts = token_note(r["latency_tokens"], r["queue_tokens"], tokens)
+                note = f"{r['backend']}, load {r['load_s']:.1f} s" + (f"; TOKEN COUNTS DIFFER: {counts}" if counts else "")
+                rows.append((f"CrispASR {build}", label, r["latency_s"], r["queue_s"], note))
+                print(f"CrispASR {build} {label}: latency {r['latency_s']:.2f} s, queue {r['queue_s']:.2f} s ({note})",
+                      flush=True)
+
+    if args.sherpa_python is None or args.sherpa_dir is None:
+        print("sherpa-onnx: skipped (give --sherpa-python and --sherpa-dir)")
+    else:
+        graphs = sherpa_graphs(args.sherpa_dir)
+        if not graphs:
+            print(f"sherpa-onnx: skipped (no conv_frontend/encoder/decoder[.int8].onnx in {args.sherpa_dir})")
+        else:
+            res = run_sherpa(args.sherpa_python, graphs, sherpa_tokenizer(args.model, work), wavs, tokens, latency_wav,
+                             args.threads, args.repeat, work)
+            for label, r in res.items():
+                counts = token_note(r["latency_tokens"], r["queue_tokens"], tokens)
+                note = f"load {r['load_s']:.1f} s" + (f"; STOPPED EARLY: {counts}" if counts else "")
+                rows.append(("sherpa-onnx", label, r["latency_s"], r["queue_s"], note))
+                print(f"sherpa-onnx {label}: latency {r['latency_s']:.2f} s, queue {r['queue_s']:.2f} s ({note})",
                       flush=True)
 
     if args.antirez_bin is None:

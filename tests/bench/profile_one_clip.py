@@ -1,0 +1,199 @@
+"""One clip at a time, taken apart: encoder, prefill, each decode step, and what a decode step
+reads per second against what this machine's matrix-vector products reach.
+
+    python tests/bench/profile_one_clip.py [--dtype bfloat16] [--seconds 10] [--tokens 40] \\
+        [--model DIR] [--threads 2] [--repeat 3] [--torch-profile]
+
+The checkpoint is ``peer_checkpoint.py``'s (the one bench_peers.py runs), so the figures are the
+ones behind bench_peers' one-clip column. Timing hooks wrap the runner's encoder call, the
+decoder forward and the LM head; what an ``Engine.step`` spends outside them (scheduling,
+building the step's inputs, argmax, bookkeeping) is printed as "outside". ``--torch-profile``
+adds torch.profiler's op table for decode steps (ops by self CPU time, and how many ran).
+
+A decode step reads every decoder weight and the LM head once; its bytes over its time is the
+rate printed against the machine's GEMV bandwidth (``gemv_bandwidth``: the best of a few big
+matrix-vector products, bfloat16 and float32, plain and oneDNN-packed, with the CPU's cores).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import synthetic_clip  # noqa: E402
+
+
+def gemv_bandwidth(seconds: float = 1.5) -> dict[str, float]:
+    """GB/s of big matrix-vector products (weights far larger than the caches), per method."""
+    out = {}
+    rows, cols = 1 << 17, 1024                  # 128 Ki x 1024: 256 MB in bfloat16, 512 MB in float32
+    for name, dtype, packed in (("bf16 F.linear", torch.bfloat16, False), ("bf16 oneDNN packed", torch.bfloat16, True),
+                                ("fp32 F.linear", torch.float32, False)):
+        w = torch.randn(rows, cols).to(dtype)
+        x = torch.randn(1, cols).to(dtype)
+        if packed:
+            try:
+                from engine.network.platform import onednn_mm
+                pw = torch.ops.mkldnn._reorder_linear_weight(w, 1)
+                fn = lambda: onednn_mm(x, pw)           # noqa: E731
+            except Exception as e:                      # a torch build without oneDNN
+                print(f"  ({name}: not available: {type(e).__name__})")
+                continue
+        else:
+            fn = lambda: torch.nn.functional.linear(x, w)   # noqa: E731
+        fn()
+        best, t_end = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            t = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t)
+        out[name] = w.numel() * w.element_size() / best / 1e9
+        del w
+    return out
+
+
+def decode_bytes(net) -> int:
+    """Bytes a decode step reads: every decoder projection and the LM head (norms are noise)."""
+    cfg = net.config.decoder
+    per_layer = cfg.hidden_size * ((cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim      # qkv
+                                   + cfg.heads * cfg.head_dim                         # o
+                                   + 3 * cfg.intermediate_size)                       # gate_up, down
+    head = cfg.hidden_size * cfg.vocab_size
+    elt = net.language_model.norm.weight.element_size()
+    return (cfg.layers * per_layer) * elt + head * elt
+
+
+class StepTimer:
+    """Wraps the runner's encoder call, decoder forward and LM head with perf_counter timers."""
+
+    def __init__(self, eng):
+        self.records: list[dict] = []
+        self.current: dict = {}
+        runner, net = eng.runner, eng.runner.net
+        self._wrap(runner, "encode_pending", "encoder")
+        self._wrap(runner, "hidden_states", "decoder")
+        head = net.head
+        timer = self
+
+        class TimedHead(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = head
+
+            def forward(self, x):
+                t = time.perf_counter()
+                y = self.inner(x)
+                timer.current["head"] = timer.current.get("head", 0.0) + time.perf_counter() - t
+                return y
+
+            def __getattr__(self, name):
+                try:
+                    return super().__getattr__(name)
+                except AttributeError:
+                    return getattr(head, name)
+
+        net.head = TimedHead()
+
+    def _wrap(self, obj, method, key):
+        inner = getattr(obj, method)
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            out = inner(*args, **kwargs)
+            self.current[key] = self.current.get(key, 0.0) + time.perf_counter() - t
+            return out
+        setattr(obj, method, timed)
+
+    def step(self, eng, rows_tokens: int | None = None) -> dict:
+        self.current = {}
+        t = time.perf_counter()
+        eng.step()
+        self.current["step"] = time.perf_counter() - t
+        self.records.append(self.current)
+        return self.current
+
+
+def run_clip(eng, timer: StepTimer, clip: np.ndarray, tokens: int) -> list[dict]:
+    from bench_peers import submit
+
+    req = submit(eng, clip, tokens)
+    start = len(timer.records)
+    while not req.finished:
+        timer.step(eng)
+    assert len(req.token_ids) == tokens, (len(req.token_ids), tokens)
+    return timer.records[start:]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path)
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16, float32 or int8")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--tokens", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3, help="clips run; the fastest is shown step by step")
+    parser.add_argument("--torch-profile", action="store_true")
+    parser.add_argument("--no-bandwidth", action="store_true")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    import engine
+    from bench_peers import cpu_summary
+    from peer_checkpoint import peer_checkpoint
+
+    print(cpu_summary())
+    print(f"threads {args.threads}; loaded machine: figures are meaningful as ratios within this run", flush=True)
+    if not args.no_bandwidth:
+        bw = gemv_bandwidth()
+        print("GEMV bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()), flush=True)
+        peak = max(bw.values())
+    model = args.model or peer_checkpoint()
+    if args.dtype == "int8":
+        eng = engine.load(model, device="cpu", quantize="int8")
+    else:
+        eng = engine.load(model, device="cpu", dtype=args.dtype)
+    timer = StepTimer(eng)
+    clip = synthetic_clip(args.seconds, 1000)
+    run_clip(eng, timer, clip[:16000], 2)                                   # warm-up
+    runs = [run_clip(eng, timer, clip, args.tokens) for _ in range(args.repeat)]
+    best = min(runs, key=lambda r: sum(s["step"] for s in r))
+    totals = [sum(s["step"] for s in r) for r in runs]
+    nbytes = decode_bytes(eng.runner.net)
+
+    first, decode = best[0], best[1:]
+    print(f"\none {args.seconds:g} s clip, {args.tokens} tokens, {args.dtype} (engine dtype {eng.dtype}): "
+          f"total {min(totals):.3f} s (runs: {', '.join(f'{t:.3f}' for t in totals)})")
+    print(f"  step 1 (encoder + prefill + first token): {first['step']:.3f} s = encoder {first.get('encoder', 0):.3f}"
+          f" + decoder {first.get('decoder', 0):.3f} + head {first.get('head', 0):.3f}"
+          f" + outside {first['step'] - first.get('encoder', 0) - first.get('decoder', 0) - first.get('head', 0):.3f}")
+    steps = [s["step"] for s in decode]
+    dec = [s.get("decoder", 0) for s in decode]
+    head = [s.get("head", 0) for s in decode]
+    outside = [s["step"] - s.get("decoder", 0) - s.get("head", 0) - s.get("encoder", 0) for s in decode]
+    med = statistics.median
+    print(f"  decode steps ({len(decode)}): sum {sum(steps):.3f} s; per step median {med(steps) * 1e3:.1f} ms "
+          f"(min {min(steps) * 1e3:.1f}, max {max(steps) * 1e3:.1f}) = decoder {med(dec) * 1e3:.1f} + head "
+          f"{med(head) * 1e3:.1f} + outside the model {med(outside) * 1e3:.2f} ms")
+    print(f"  bytes a decode step reads: {nbytes / 1e9:.3f} GB -> {nbytes / med(steps) / 1e9:.1f} GB/s "
+          f"per step" + (f" ({nbytes / med(steps) / 1e9 / peak * 100:.0f}% of the best GEMV, {peak:.1f} GB/s; "
+                         f"memory-bound floor {nbytes / peak / 1e9 * 1e3:.1f} ms/step)" if not args.no_bandwidth else ""))
+    print("  per step ms: " + " ".join(f"{s * 1e3:.0f}" for s in steps))
+
+    if args.torch_profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        req_clip = clip
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            run_clip(eng, timer, req_clip, 8)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+if __name__ == "__main__":
+    main()
