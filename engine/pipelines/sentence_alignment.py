@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
-from engine.text.alignment_check import alignment_problem, fallback_note
+from engine.text.alignment_check import alignment_problem, fallback_note, widen_instant_words
 from engine.text.types import Segment
 from engine.text.words import submit_alignment, words_from_alignment
 
@@ -23,16 +23,6 @@ MIN_MARGIN = 0.15     # ... even where the neighbouring sentence is that close
 
 def _clip(islands, a: float, b: float) -> list[tuple[float, float]]:
     return [(max(x, a), min(y, b)) for x, y in islands if y > a and x < b]
-
-
-def _widen_instant_words(words, step: float) -> None:
-    """A word the aligner put on one instant (start and end in the same time class) lies somewhere in
-    that class: give it the class's length, as far as the next word leaves room. Only for alignments
-    that passed the checks, where such words are few (a share of them makes the check refuse)."""
-    for i, w in enumerate(words):
-        if w.end <= w.start:
-            room = words[i + 1].start if i + 1 < len(words) else w.start + step
-            w.end = round(max(w.start, min(w.start + step, room)), 3)
 
 
 class SentenceAligner:
@@ -88,7 +78,7 @@ class SentenceAligner:
             if problem:
                 self._refused[id(sent)] = problem
                 continue
-            _widen_instant_words(words, (step_ms or 80.0) / 1000.0)
+            widen_instant_words(words, (step_ms or 80.0) / 1000.0)
             sent.words, sent.timing = words, "aligned"
             sent.start, sent.end = words[0].start, max(words[0].start, words[-1].end)
         self._pending = still
