@@ -33,6 +33,7 @@ from app.widgets.notice_bar import NoticeBar
 from app.queue.queue_controller import QueueController
 from app.queue.queue_model import EDITABLE_STATES, IN_FLIGHT
 from app.queue.queue_view import LOADING_MODEL_TEXT, QueuePanel
+from app.transcript.edit_alignment import EditAlignment
 from app.transcript.transcript_edits import TranscriptEdits
 from app.transcript.transcript_view import TranscriptView
 
@@ -102,6 +103,8 @@ class MainWindow(ExportCommands, QMainWindow):
         self._selected_id: int | None = None
         self._model_loading_now = False
         self.edits = TranscriptEdits(history, self)   # undo/redo of transcript edits
+        # an edited segment's words re-aligned by the loaded aligner (else they stay estimated)
+        self.edit_alignment = EditAlignment(self.edits, history, client, self.transcript_view, self)
         self._build_actions()
         self._build_status_bar()
         self._connect()

@@ -28,6 +28,7 @@ class EngineClient(QObject):
     _open_stream = Signal(int, str, str)
     _feed_stream = Signal(int, object)
     _close_stream = Signal(int)
+    _align_segment = Signal(object)
     _shutdown = Signal()
 
     def __init__(self, loader: Callable | None = None, parent=None):
@@ -42,6 +43,7 @@ class EngineClient(QObject):
         self._open_stream.connect(self.worker.open_stream)
         self._feed_stream.connect(self.worker.feed_stream)
         self._close_stream.connect(self.worker.close_stream)
+        self._align_segment.connect(self.worker.align_segment)
         self._shutdown.connect(self.worker.shutdown)
         self.worker.model_loaded.connect(self._remember_model)
         self._stream_ids = itertools.count(1)
@@ -87,6 +89,11 @@ class EngineClient(QObject):
 
     def close_stream(self, stream_id: int):
         self._close_stream.emit(stream_id)
+
+    def align_segment(self, request):
+        """Time an edited segment's words with the loaded aligner (app.backend.segment_align.SegmentAlignRequest);
+        the answer comes as ``worker.segment_aligned``."""
+        self._align_segment.emit(request)
 
     def shutdown(self, wait_ms: int = 30000) -> bool:
         """Stop the engine thread; waits for a step or a model load in progress to end."""

@@ -103,6 +103,7 @@ class EngineWorker(QObject):
     stream_lag = Signal(int, float)        # stream id, seconds its text is behind the audio (Stream.lag_seconds)
     activity = Signal(str)                 # short status-bar text
     speed_measured = Signal(float)         # this machine's audio seconds per second (app.queue.eta.MachineSpeed)
+    segment_aligned = Signal(object)       # app.backend.segment_align.SegmentAlignResult of an edited segment
     stopped = Signal()
 
     def __init__(self, loader: Callable | None = None):
@@ -200,6 +201,14 @@ class EngineWorker(QObject):
         if state is not None:
             _quietly(state.stream.close)
             self._kick()
+
+    @Slot(object)
+    def align_segment(self, request):
+        """Re-align an edited segment with the loaded aligner (app.backend.segment_align); one short
+        stretch, run between steps."""
+        from app.backend.segment_align import align_segment
+
+        self.segment_aligned.emit(align_segment(self.engine, request))
 
     @Slot()
     def shutdown(self):

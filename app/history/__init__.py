@@ -231,6 +231,15 @@ class History:
         self.save_transcript(file_id, transcript, edited=True)
         return transcript
 
+    def replace_current(self, file_id: int, transcript: Transcript) -> None:
+        """Store ``transcript`` as the current one and in its newest version, adding no version: for
+        what completes the last saved change (an edited segment's re-aligned word times)."""
+        data = json.dumps(transcript.to_dict(), ensure_ascii=False)
+        with self._transaction():
+            self.versions.replace_latest(file_id, data)
+            self._db.execute("UPDATE transcripts SET json = ?, saved_at = ? WHERE file_id = ?",
+                             (data, time.time(), file_id))
+
     def restore_version(self, file_id: int, version_id: int) -> Transcript:
         """Make an earlier version current again; it is saved as a new "restored" version, so
         the one it replaces stays in the list."""

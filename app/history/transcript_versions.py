@@ -82,6 +82,12 @@ class TranscriptVersions:
                               "VALUES (?, ?, ?, ?)", (file_id, data, kind, saved_at))
         return int(cur.lastrowid)
 
+    def replace_latest(self, file_id: int, data: str) -> None:
+        """Store ``data`` in the file's newest version instead of adding one (the caller holds the
+        transaction): word times that arrive after an edit belong to that edit's version."""
+        self.db.execute("UPDATE transcript_versions SET json = ? WHERE id = "
+                        "(SELECT MAX(id) FROM transcript_versions WHERE file_id = ?)", (data, file_id))
+
     def list(self, file_id: int) -> list[Version]:
         """The file's versions, oldest first; a version that cannot be read is left out."""
         rows = self.db.execute("SELECT * FROM transcript_versions WHERE file_id = ? ORDER BY id",

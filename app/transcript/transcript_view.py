@@ -237,6 +237,14 @@ class TranscriptView(QWidget):
         self.table.setColumnHidden(COL_SPEAKER, not any(s.speaker for s in self.model.segments))
         self._search(self.search.text())
 
+    def show_notes(self, transcript) -> None:
+        """The notes line again for the transcript shown, changed in place (a note added after an edit)."""
+        if self.model.transcript is not None:
+            self.model.transcript.notes = list(transcript.notes)
+        notes = notes_text(self.model.transcript)
+        self.notes_label.setText(notes)
+        self.notes_label.setVisible(bool(notes))
+
     def _speakers_changed(self, file_id: int) -> None:
         self.model.refresh()
         self.speakers.refresh()

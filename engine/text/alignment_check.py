@@ -53,6 +53,16 @@ def alignment_problem(words: list[Word], speech, raw_ms: list[float] | None = No
     return ""
 
 
+def widen_instant_words(words: list[Word], step: float) -> None:
+    """A word the aligner put on one instant (start and end in the same time class) lies somewhere in
+    that class: give it the class's length, as far as the next word leaves room. Only for alignments
+    that passed the checks, where such words are few (a share of them makes the check refuse)."""
+    for i, w in enumerate(words):
+        if w.end <= w.start:
+            room = words[i + 1].start if i + 1 < len(words) else w.start + step
+            w.end = round(max(w.start, min(w.start + step, room)), 3)
+
+
 def clock(seconds: float) -> str:
     """``m:ss`` (``h:mm:ss`` past an hour) for notes a user reads."""
     s = int(max(0.0, seconds))

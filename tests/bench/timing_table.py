@@ -36,7 +36,13 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, nargs="+", default=[1.0, 5.0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chunk", type=float, default=None, help="max_chunk_seconds (default: the engine's)")
+    ap.add_argument("--grouping", default=None, help="sentence, run or run+retry: how the aligner's requests "
+                    "group a chunk's sentences (engine.pipelines.sentence_alignment.GROUPING)")
     args = ap.parse_args()
+    if args.grouping:
+        from engine.pipelines import sentence_alignment
+
+        sentence_alignment.GROUPING = args.grouping
 
     print(f"# engine from {Path(engine.__file__).resolve().parent.parent}", flush=True)
     plain = engine.load(ASR_DIR, device="cpu", dtype="float32")
@@ -56,6 +62,8 @@ def main() -> None:
             breaks_a = cue_rule_breaks(build_cues(a), duration=a.duration)
             breaks_b = cue_rule_breaks(build_cues(b), duration=b.duration)
             chunk = f"{args.chunk:g} s chunks" if args.chunk else "default chunks"
+            if args.grouping:
+                chunk += f", {args.grouping}"
             print(f"| {minutes:g} min, 5 voices, {chunk} "
                   f"| {len(known.sentences)} (paired {len(ea)} / {len(eb)}) | {'yes' if a.text == b.text else 'NO'} "
                   f"| {_pct(ea, 50):.2f} / {_pct(ea, 90):.2f} | {_pct(eb, 50):.2f} / {_pct(eb, 90):.2f} "
