@@ -60,6 +60,26 @@ def unavailable_reason() -> str:
             "(sudo apt-get install libportaudio2). Play checks again.")
 
 
+def stretched_stream(sd, samples, speed: float):
+    """A started sounddevice output stream playing ``samples`` at ``speed`` with their pitch kept."""
+    import numpy as np
+
+    from app.transcript.time_stretch import Wsola
+
+    wsola = Wsola(samples, speed)
+
+    def callback(out, frames, _time, _status):   # PortAudio's thread: a few windows per call
+        block = wsola.read(frames)
+        out[:len(block), 0] = block
+        out[len(block):, 0] = 0.0
+        if len(block) < frames:
+            raise sd.CallbackStop
+
+    stream = sd.OutputStream(samplerate=16000, channels=1, dtype=np.float32, callback=callback)
+    stream.start()
+    return stream
+
+
 class Player(QObject):
     position_changed = Signal(float)   # seconds
     playing_changed = Signal(bool)
@@ -165,7 +185,10 @@ class Player(QObject):
             self._qt.pause()
         elif self.backend == "sounddevice":
             self._clock.stop()
+            stream, self._stream = getattr(self, "_stream", None), None
             try:
+                if stream is not None:
+                    stream.close()
                 self._sd.stop()
             except Exception:
                 log.exception("stopping playback")
@@ -197,9 +220,10 @@ class Player(QObject):
         self._cache = (path, samples)
         first = max(0, min(len(samples), int(start_s * 16000)))
         try:
-            # Faster or slower by the sample rate: the pitch follows the speed (QtMultimedia,
-            # when installed, keeps the pitch).
-            self._sd.play(samples[first:], int(round(16000 * self.rate)))
+            if self.rate == 1.0:
+                self._sd.play(samples[first:], 16000)
+            else:   # stretched as it plays, pitch kept (time_stretch.py; QtMultimedia keeps it too)
+                self._stream = stretched_stream(self._sd, samples[first:], self.rate)
         except Exception as exc:
             self.failed.emit(f"Playback failed: {exc}")
             return
