@@ -97,3 +97,25 @@ def test_chunk_in_flight_counts_by_tokens_and_stays_below_its_end():
     assert all(b >= a for a, b in zip(values, values[1:])) and values[-1] == CHUNK_CAP
     assert meter.value(1000, 1000, 0, [(1000, 5.0, req)]) < 1.0
     assert meter.value(2000, 2000, 0, [(1000, 5.0, req)]) == meter.value(1000, 1000, 0, [(1000, 5.0, req)])
+
+
+def test_cli_bar_shows_no_time_left_until_it_means_something(monkeypatch):
+    import io
+    import sys
+
+    import cli.main as cli_main
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term, now = Terminal(), [100.0]
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setattr(cli_main.time, "monotonic", lambda: now[0])
+    bar = cli_main.ProgressBar(1, True)
+    for done in (0.0, 0.1, 0.1, 0.2, 0.3, 0.4, 0.5):
+        bar.show(done, "talk.wav")
+        now[0] += 2.0
+    lines = term.getvalue().split("\r")[1:]
+    assert "eta   --:--" in lines[0] and "eta   --:--" in lines[2]      # start-up, then too little to go on
+    assert lines[-1].strip().startswith("[###############") and "eta    0:" in lines[-1], lines[-1]
