@@ -48,7 +48,7 @@ def test_player_plays_1_5x_at_the_same_pitch(qtbot, tmp_path, monkeypatch):
     import app.transcript.player as player_module
 
     class Stream:
-        def __init__(self, samplerate, channels, dtype, callback):
+        def __init__(self, samplerate, channels, dtype, callback, **options):
             self.samplerate, self.callback, self.closed = samplerate, callback, False
             streams.append(self)
 
