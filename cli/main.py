@@ -100,18 +100,22 @@ class ProgressBar:
     """A one-line progress bar on stderr for a terminal (silent when not a TTY)."""
 
     def __init__(self, total: int, enabled: bool):
+        from cli.eta import CliEta
+
         self.total, self.enabled = total, enabled and sys.stderr.isatty()
         self.start = time.monotonic()
+        self.eta = CliEta()   # steady time left (cli/eta.py)
 
     def show(self, done: float, label: str) -> None:
         if not self.enabled:
             return
+        from cli.eta import clock
+
         frac = done / max(1, self.total)
         width = 30
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / frac - elapsed if frac > 0.01 else 0
-        sys.stderr.write(f"\r[{bar}] {frac * 100:5.1f}%  eta {eta:5.0f}s  {label[:40]:<40}")
+        eta = self.eta.update(time.monotonic(), frac)
+        sys.stderr.write(f"\r[{bar}] {frac * 100:5.1f}%  eta {clock(eta):>7}  {label[:40]:<40}")
         sys.stderr.flush()
 
     def clear(self) -> None:

@@ -249,3 +249,34 @@ def test_arrows_and_space_still_edit_text(window, qtbot):
     qtbot.keyClick(editor, Qt.Key.Key_Left)
     qtbot.keyClick(editor, Qt.Key.Key_Space)
     assert editor.toPlainText() == "one tw o" and not view.player.playing
+
+
+def test_left_right_move_between_queue_columns_and_seek_elsewhere(window, qtbot):
+    """Left/Right: the queue's table keeps them (columns, e.g. the Language cell for F2); the
+    transcript's table and a focused button seek with them, and a button is never pressed by them."""
+    from app.widgets.keyboard import KEYBOARD_MAP
+
+    view, table = window.transcript_view, window.queue_panel.table
+    view.show_transcript(1, long_transcript(), "/x.wav", "x.wav")
+    table.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is table, timeout=2000)
+    table.setCurrentIndex(table.model().index(0, 0))
+    qtbot.keyClick(table, Qt.Key.Key_Right)
+    qtbot.keyClick(table, Qt.Key.Key_Right)
+    assert table.currentIndex().column() == 2 and view.seek.value() == 0, "the queue moved, playback did not"
+    qtbot.keyClick(table, Qt.Key.Key_Left)
+    assert table.currentIndex().column() == 1 and view.seek.value() == 0
+    view.table.setFocus()
+    qtbot.keyClick(view.table, Qt.Key.Key_Right)
+    assert view.seek.value() == 5000, "the transcript is the player's view: Right seeks there"
+    qtbot.keyClick(view.table, Qt.Key.Key_Left)
+    assert view.seek.value() == 0
+    retry = window.queue_panel.retry_button
+    retry.setEnabled(True)
+    retry.setFocus()
+    pressed = []
+    retry.clicked.connect(lambda: pressed.append(True))
+    qtbot.keyClick(retry, Qt.Key.Key_Right)
+    qtbot.wait(200)     # animateClick would click after 100 ms
+    assert not pressed, "an arrow never presses a button"
+    assert "queue" in dict(KEYBOARD_MAP)["Left / Right"], "Help says where the arrows do not seek"

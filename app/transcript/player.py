@@ -60,6 +60,43 @@ def unavailable_reason() -> str:
             "(sudo apt-get install libportaudio2). Play checks again.")
 
 
+class _Plain:
+    """``samples`` as they are, block by block (speed 1: nothing to stretch)."""
+
+    def __init__(self, samples):
+        self._samples, self._at = samples, 0
+
+    def read(self, count: int):
+        block = self._samples[self._at:self._at + count]
+        self._at += len(block)
+        return block
+
+
+def output_stream(sd, samples, speed: float):
+    """A started sounddevice output stream playing ``samples`` at ``speed`` with their pitch kept."""
+    import numpy as np
+
+    from app.transcript.time_stretch import Wsola
+
+    wsola = _Plain(samples) if speed == 1.0 else Wsola(samples, speed)
+    silence = [int(0.3 * 16000)]   # after the end: the sound server drops a stream's last buffer
+
+    def callback(out, frames, _time, _status):   # PortAudio's thread: a few windows per call
+        block = wsola.read(frames)
+        out[:len(block), 0] = block
+        out[len(block):, 0] = 0.0
+        if len(block) < frames:
+            silence[0] -= frames - len(block)
+            if silence[0] <= 0:
+                raise sd.CallbackStop
+
+    # blocks of 64 ms with a generous buffer: a busy machine must not starve the sound card
+    stream = sd.OutputStream(samplerate=16000, channels=1, dtype=np.float32, callback=callback,
+                             blocksize=1024)
+    stream.start()
+    return stream
+
+
 class Player(QObject):
     position_changed = Signal(float)   # seconds
     playing_changed = Signal(bool)
@@ -165,7 +202,10 @@ class Player(QObject):
             self._qt.pause()
         elif self.backend == "sounddevice":
             self._clock.stop()
+            stream, self._stream = getattr(self, "_stream", None), None
             try:
+                if stream is not None:
+                    stream.close()
                 self._sd.stop()
             except Exception:
                 log.exception("stopping playback")
@@ -197,9 +237,9 @@ class Player(QObject):
         self._cache = (path, samples)
         first = max(0, min(len(samples), int(start_s * 16000)))
         try:
-            # Faster or slower by the sample rate: the pitch follows the speed (QtMultimedia,
-            # when installed, keeps the pitch).
-            self._sd.play(samples[first:], int(round(16000 * self.rate)))
+            # stretched as it plays when faster or slower, pitch kept (time_stretch.py; QtMultimedia
+            # keeps it too); one kind of stream at every speed
+            self._stream = output_stream(self._sd, samples[first:], self.rate)
         except Exception as exc:
             self.failed.emit(f"Playback failed: {exc}")
             return
@@ -212,6 +252,10 @@ class Player(QObject):
         position = self._start_s + (time.monotonic() - self._started_at) * self.rate
         self._last_position = position
         if position >= self._end_s:
+            if getattr(self, "_stream", None) is not None:   # a stretched stream ends by itself, its
+                self._clock.stop()                          # last buffered blocks played (closing it
+                self._set_playing(False)                    # now would cut them); closed at next play
+                return
             self.stop()
             return
         self.position_changed.emit(position)

@@ -2,12 +2,16 @@
 
 Space plays or pauses and Left/Right seek 5 s wherever the focus is, except where the key
 has its own meaning there: typing in a field, a focused button (Space presses it), a list
-or a combo box. F3/Shift+F3 step through search matches; Ctrl+E exports in the ticked formats.
-Tab moves between the panels instead of cycling through the queue's cells.
+or a combo box. Left/Right also stay with the queue's table, where they move between its
+columns (to reach a Language or Speakers cell and change it with F2, as in any table): the
+queue lists files, not the one playing. In the transcript's table, the player's own view,
+they seek, as in a media player (Up/Down move between lines there). F3/Shift+F3 step through
+search matches; Ctrl+E exports in the ticked formats. Tab moves between the panels instead of
+cycling through the queue's cells.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -16,6 +20,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QLineEdit,
     QPlainTextEdit,
+    QTableView,
     QTextEdit,
     QWidget,
 )
@@ -25,7 +30,7 @@ from app.settings.view_prefs import PLAYBACK_RATE, TRANSCRIPT_FONT_PT, clamp_fon
 SEEK_STEP_S = 5.0
 KEYBOARD_MAP = (
     ("Space", "Play or pause"),
-    ("Left / Right", "Back or on 5 seconds"),
+    ("Left / Right", "Back or on 5 seconds (in the queue's table: previous or next column)"),
     ("Ctrl+F", "Search the transcript"),
     ("F3 / Enter", "Next match"),
     ("Shift+F3", "Previous match"),
@@ -62,6 +67,25 @@ def _typing_here(widget) -> bool:
                                QAbstractButton))
 
 
+def _arrows_here(widget, player_table) -> bool:
+    """Whether Left/Right belong to the focused widget: a text cursor, a choice, or a table's
+    columns (every table but the transcript's, where they seek). A button has no use for them."""
+    if isinstance(widget, (QLineEdit, QTextEdit, QPlainTextEdit, QAbstractSpinBox, QComboBox)):
+        return True
+    return isinstance(widget, QTableView) and widget is not player_table
+
+
+class ArrowsStay(QObject):
+    """Claims plain Left/Right for a table before the window's seek shortcut sees them (Qt asks
+    the focused widget first with a ShortcutOverride event; a table does not claim arrows)."""
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.ShortcutOverride and event.key() in (Qt.Key.Key_Left, Qt.Key.Key_Right) \
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            event.accept()
+        return False
+
+
 def _window_action(window, text: str, keys, slot) -> QAction:
     action = QAction(text, window)
     action.setShortcuts([QKeySequence(k) for k in keys])
@@ -86,10 +110,18 @@ def install(window) -> None:
         return run
 
     window.play_key = _window_action(window, "Play or pause", ["Space"], unless_typing(view.toggle_play))
+    def unless_arrows_here(fn):
+        def run():
+            if not _arrows_here(QApplication.focusWidget(), view.table):
+                fn()
+        return run
+
     window.back_key = _window_action(window, "Back 5 s", ["Left"],
-                                     unless_typing(lambda: view.seek_by(-SEEK_STEP_S)))
+                                     unless_arrows_here(lambda: view.seek_by(-SEEK_STEP_S)))
     window.on_key = _window_action(window, "On 5 s", ["Right"],
-                                   unless_typing(lambda: view.seek_by(SEEK_STEP_S)))
+                                   unless_arrows_here(lambda: view.seek_by(SEEK_STEP_S)))
+    window.arrows_stay = ArrowsStay(window)   # the queue's table moves between its columns
+    window.queue_panel.table.installEventFilter(window.arrows_stay)
     window.next_match_key = _window_action(window, "Next match", ["F3"], view.next_match)
     window.previous_match_key = _window_action(window, "Previous match", ["Shift+F3"],
                                                view.previous_match)

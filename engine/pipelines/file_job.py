@@ -20,6 +20,7 @@ import numpy as np
 from engine.network.config import audio_token_count
 from engine.network.features import SAMPLE_RATE, num_frames
 from engine.pipelines.port import EnginePort
+from engine.pipelines.job_progress import ProgressMeter
 from engine.serving.heap import release_freed_memory
 from engine.serving.request import RequestOutput
 from engine.text.types import Segment
@@ -122,6 +123,7 @@ class FileJob:
         self.words_problems: list[str] = []   # alignments that failed: the transcript keeps segment times
         self._segments: list[Segment] = []
         self._transcribed = 0              # samples of finished chunks
+        self._progress = ProgressMeter()   # never goes backwards
         # speakers: None (not labelled), "auto" or a count; the diarizer loads its model here, so a
         # missing speaker model fails the submit, not the file
         from engine.pipelines.diarize import file_diarizer
@@ -137,8 +139,10 @@ class FileJob:
             return 1.0
         if not self.duration:
             return 0.0
-        total = self.duration * SAMPLE_RATE
-        return min(0.99, 0.1 * self._decoded / total + 0.9 * self._transcribed / total)
+        # chunks in flight count by their decoded tokens (engine/pipelines/job_progress.py)
+        in_flight = ((end - start, sum(b - a for a, b in islands), req)
+                     for start, end, _, islands, req in self._inflight)
+        return self._progress.value(self.duration * SAMPLE_RATE, self._decoded, self._transcribed, in_flight)
 
     @property
     def finished(self) -> bool:

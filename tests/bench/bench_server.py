@@ -1,12 +1,17 @@
 """Load test of ``qwen3-asr serve`` on loopback: file clients and live sessions at once, then live sessions
 on one shared engine against one engine process per session, and a session of bad requests.
 
-    python tests/bench/bench_server.py [--model DIR] [--files 64] [--clients 16] [--live 8] [--live-seconds 60]
+    python tests/bench/bench_server.py [--model DIR | --widened] [--files 64] [--clients 16] [--live 8]
+        [--live-seconds 60] [--dtype float32] [--separate-processes N]
 
 Parts (each bounded): (1) one CLI process transcribes the files (the baseline); (2) one server takes
 ``--clients`` concurrent clients (the official ``openai`` package) sending the files while ``--live``
 WebSocket sessions stream speech at real-time pace; (3) the same live sessions alone, on one server
 and then on one server process each; (4) bad requests, each answer printed, the server still answering.
+``--widened`` runs the trained test model widened to the 0.6B dimensions (tests/widened_model.py, as
+bench_stream.py --widened): the servers and the CLI loop are started by a small launcher that puts the
+widened position table in place after ``engine.load``. ``--separate-processes N`` spreads the live
+sessions over N engine processes (round-robin) when one process per session does not fit in memory.
 Live lag: from the moment the client sent an utterance's last audio to its ``completed`` event (it
 includes the 0.5 s of silence the VAD waits for). Every figure is printed as a table.
 """
@@ -49,7 +54,10 @@ import json, sys, time
 import engine
 files = json.load(open(sys.argv[2]))
 t0 = time.monotonic()
-eng = engine.load(sys.argv[1], dtype="float32")
+eng = engine.load(sys.argv[1], dtype=sys.argv[4], quantize=sys.argv[6] if sys.argv[6] != "-" else None)
+if sys.argv[5] == "widened":
+    from widened_model import use_widened_positions
+    use_widened_positions(eng)
 t1, c1 = time.monotonic(), time.process_time()
 jobs = []
 
@@ -68,6 +76,22 @@ else:
 print(json.dumps({"load": t1 - t0, "wall": time.monotonic() - t1, "cpu": time.process_time() - c1,
                   "texts": [j.transcript.text if j.transcript else None for j in jobs]}))
 """
+
+
+# a server over the widened model: `qwen3-asr serve` cannot put the widened position table in place
+SERVE_WIDENED = """
+import sys
+import engine
+from server.serve import serve
+from server.settings import ServerSettings
+from widened_model import use_widened_positions
+model, port, dtype, kv_mb, quantize = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+eng = engine.load(model, dtype=dtype, quantize=None if quantize == "-" else quantize,
+                  **({"kv_cache_bytes": kv_mb << 20} if kv_mb else {}))
+use_widened_positions(eng)
+serve(eng, ServerSettings(port=port, max_queued_files=128, request_timeout_s=3600.0).check(), log_level="warning")
+"""
+SERVER = {"dtype": "float32", "widened": False, "quantize": None}    # set from the command line in main()
 
 
 def percentile(values, q):
@@ -99,10 +123,20 @@ def start_server(model: str, port: int, extra=()) -> subprocess.Popen:
     return wait_ready(launch_server(model, port, extra), port)
 
 
-def launch_server(model: str, port: int, extra=()) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([PY, "-m", "cli", "serve", "--model", model, "--port", str(port), "--dtype", "float32",
-                             "--max-queue", "128", *extra], env=env, stderr=subprocess.PIPE, text=True)
+def launch_server(model: str, port: int, extra=(), kv_cache_mb: int = 0) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    if SERVER["widened"]:
+        command = [PY, "-c", SERVE_WIDENED, model, str(port), SERVER["dtype"], str(kv_cache_mb),
+                   SERVER["quantize"] or "-"]
+    else:
+        quantize = ["--quantize", SERVER["quantize"]] if SERVER["quantize"] else []
+        command = [PY, "-m", "cli", "serve", "--model", model, "--port", str(port), "--dtype", SERVER["dtype"],
+                   "--max-queue", "128", *quantize, *extra]
+    # stderr to a file: a pipe nobody reads fills up and stalls the server
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(command, env=env, stderr=log, text=True)
+    proc.log = log
+    return proc
 
 
 def wait_ready(proc: subprocess.Popen, port: int, timeout_s: float = 600) -> subprocess.Popen:
@@ -114,12 +148,20 @@ def wait_ready(proc: subprocess.Popen, port: int, timeout_s: float = 600) -> sub
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("server did not start: " + proc.stderr.read()[-2000:])
+    proc.log.seek(0)
+    raise RuntimeError("server did not start: " + proc.log.read()[-2000:])
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_gb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
 
 
 def step_seconds(url: str) -> float:
@@ -134,11 +176,12 @@ def step_seconds(url: str) -> float:
 def stop(proc: subprocess.Popen) -> str:
     proc.terminate()
     try:
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
-    return err
+        proc.wait()
+    proc.log.seek(0)
+    return proc.log.read()
 
 
 # ------------------------------------------------------------------ clients
@@ -169,6 +212,9 @@ def file_clients(url: str, files: list[Path], clients: int) -> dict:
     return {"wall": time.monotonic() - started, "results": results}
 
 
+LIVE_GRACE_S = [120.0]   # how long a session waits after its last audio for the utterances still open
+
+
 async def live_session(url: str, audio: np.ndarray, out: dict, chunk_s: float = 0.1) -> None:
     import websockets
 
@@ -195,7 +241,7 @@ async def live_session(url: str, audio: np.ndarray, out: dict, chunk_s: float = 
                                       "audio": base64.b64encode(pcm[i:i + step]).decode()}))
             sent_end.append(time.monotonic())
         await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + LIVE_GRACE_S[0]
         while time.monotonic() < deadline:
             started = {e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"}
             done = {e["item_id"] for e in events if e["type"].endswith(".completed")}
@@ -229,6 +275,18 @@ def live_summary(name: str, outs: list[dict], sentences: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default=str(ROOT / "tests/models/qwen3-asr-tiny"))
+    parser.add_argument("--widened", action="store_true",
+                        help="the trained test model widened to the 0.6B dimensions (tests/widened_model.py)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"],
+                        help="default float32 (token-exact against the CLI); bfloat16 halves the 0.6B's memory")
+    parser.add_argument("--quantize", choices=["int8"], help="int8 decoder weights everywhere (faster on CPU)")
+    parser.add_argument("--only-files", action="store_true", help="only parts (1) and (2): the files")
+    parser.add_argument("--separate-processes", type=int, default=0,
+                        help="engine processes for the live sessions in part (3) (default: one per session)")
+    parser.add_argument("--live-grace", type=float, default=120.0,
+                        help="seconds a session waits after its last audio for its last utterances (default 120)")
+    parser.add_argument("--separate-kv-cache-mb", type=int, default=512,
+                        help="KV cache of each separate live process (default 512 MiB: one or two streams)")
     parser.add_argument("--files", type=int, default=64)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--live", type=int, default=8)
@@ -237,10 +295,18 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="longest file")
     parser.add_argument("--port", type=int, default=8811)
     parser.add_argument("--skip-separate", action="store_true")
+    parser.add_argument("--skip-files-alone", action="store_true",
+                        help="in part (2), skip the second pass of the files without live sessions")
     parser.add_argument("--cli-ways", default="main,thread",
                         help="where the CLI loop steps its engine: main (as the CLI does), thread (as the server)")
     parser.add_argument("--only-live", action="store_true", help="only part (3): live sessions, shared vs separate")
     args = parser.parse_args()
+    if args.widened:
+        from common import widened_checkpoint
+
+        args.model = str(widened_checkpoint())
+    SERVER.update(dtype=args.dtype or "float32", widened=args.widened, quantize=args.quantize)
+    LIVE_GRACE_S[0] = args.live_grace
     rng = random.Random(7)
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
     sentences = sentence_audio(work)
@@ -255,11 +321,13 @@ def main() -> None:
     live_audio, live_counts = [a for a, _ in live], [n for _, n in live]
     print(f"{args.files} files, {total / 60:.1f} min of audio ({args.min_seconds:g}-{args.max_seconds:g} s each); "
           f"{args.live} live sessions of "
-          f"{args.live_seconds:g} s; model {Path(args.model).name}, float32; CPU: {os.cpu_count()} cores (shared)")
+          f"{args.live_seconds:g} s; model {Path(args.model).name}, {SERVER['dtype']}"
+          f"{', int8 decoder' if args.quantize else ''}; CPU: {os.cpu_count()} cores (shared)")
 
     if not args.only_live:
         files_parts(args, work, files, total, live_audio, live_counts)
-    live_parts(args, live_audio, live_counts)
+    if not args.only_files:
+        live_parts(args, live_audio, live_counts)
 
 
 def files_parts(args, work, files, total, live_audio, live_counts) -> None:
@@ -268,8 +336,9 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     listing = work / "files.json"
     listing.write_text(json.dumps([str(f) for f in files]))
     for where in args.cli_ways.split(","):
-        run = subprocess.run([PY, "-c", CLI_LOOP, args.model, str(listing), where], check=True, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        run = subprocess.run([PY, "-c", CLI_LOOP, args.model, str(listing), where, SERVER["dtype"],
+                              "widened" if SERVER["widened"] else "-", SERVER["quantize"] or "-"], check=True, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"})
         cli = json.loads(run.stdout.strip().splitlines()[-1])
         print(f"(1) one CLI process, engine on its {where} thread: load {cli['load']:.1f} s, then {cli['wall']:.1f} s "
               f"wall = {total / cli['wall']:.1f}x real time, CPU {cli['cpu']:.0f} s "
@@ -285,6 +354,7 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     result = file_clients(url, files, args.clients)
     live_thread.join()
     cpu = cpu_seconds(proc.pid) - cpu0
+    print(f"  (server resident memory after files and live: {rss_gb(proc.pid):.1f} GB)", flush=True)
     lat = [r[0] for r in result["results"].values() if r[1] is not None]
     lost = [i for i in range(len(files)) if result["results"].get(i, (0, None))[1] is None]
     same = sum(result["results"][i][1] == cli_text[i] for i in range(len(files)) if i not in lost)
@@ -297,6 +367,9 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     for i in lost:
         print(f"  lost f{i:02d}: {result['results'].get(i)}")
     live_summary("live", outs, live_counts)
+    if args.skip_files_alone:
+        stop(proc)
+        return
     cpu0 = cpu_seconds(proc.pid)
     alone = file_clients(url, files, args.clients)
     cpu = cpu_seconds(proc.pid) - cpu0
@@ -317,19 +390,26 @@ def live_parts(args, live_audio, live_counts) -> None:
     thread.join()
     shared_cpu = cpu_seconds(proc.pid) - cpu0
     busy = (step_seconds(url) - busy0) / (time.monotonic() - wall0)
-    print(f"  (the shared engine stepped {busy:.0%} of the time: the rest it waited for audio or for the CPU)")
+    print(f"  (the shared engine stepped {busy:.0%} of the time: the rest it waited for audio or for the CPU; "
+          f"resident memory {rss_gb(proc.pid):.1f} GB)", flush=True)
     stop(proc)
     print(f"(3) {args.live} live sessions alone ({sum(len(a) for a in live_audio) / SR:.0f} s of audio):")
     live_summary(f"one shared engine (CPU {shared_cpu:.0f} s)", outs, live_counts)
     if not args.skip_separate:
-        procs = [launch_server(args.model, args.port + 1 + i) for i in range(args.live)]   # started together
+        n = args.separate_processes or args.live
+        kv = args.separate_kv_cache_mb
+        procs = [launch_server(args.model, args.port + 1 + i, kv_cache_mb=kv) for i in range(n)]   # together
         procs = [wait_ready(p, args.port + 1 + i) for i, p in enumerate(procs)]
+        memory = sum(rss_gb(p.pid) for p in procs)
         cpu0 = [cpu_seconds(p.pid) for p in procs]
-        outs, thread = live_sessions([f"http://127.0.0.1:{args.port + 1 + i}" for i in range(args.live)], live_audio)
+        urls = [f"http://127.0.0.1:{args.port + 1 + i % n}" for i in range(args.live)]   # round-robin
+        outs, thread = live_sessions(urls, live_audio)
         thread.join()
+        memory = max(memory, sum(rss_gb(p.pid) for p in procs))
         sep_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0))
         [stop(p) for p in procs]
-        live_summary(f"{args.live} engine processes (CPU {sep_cpu:.0f} s)", outs, live_counts)
+        live_summary(f"{n} engine processes for {args.live} sessions (CPU {sep_cpu:.0f} s, resident memory "
+                     f"{memory:.1f} GB in all)", outs, live_counts)
 
 
 if __name__ == "__main__":
