@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conversations import make_conversation
 from speaker_weights import ge2e_weights
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conversations import make_conversation
 from speaker_weights import ge2e_weights
 
@@ -39,7 +38,7 @@ def two_runs():
     n = len(conv.samples)
     cut = int(16000 * (conv.turns[len(conv.turns) // 2][1] - 0.15))     # in the pause before a turn
     rotated = np.concatenate([conv.samples[cut:], conv.samples[:cut]])
-    shift = lambda t: t - cut / 16000 if t >= cut / 16000 else t + (n - cut) / 16000  # noqa: E731
+    shift = lambda t: t - cut / 16000 if t >= cut / 16000 else t + (n - cut) / 16000
     rotated_turns = [(s, shift(a), shift(b)) for s, a, b in conv.turns]
     later = make_conversation(2, 0.35, seed=23, turn_range=(1.0, 6.0))
     return (_diarize(embedder, conv.samples, conv.turns, 3), _diarize(embedder, rotated, rotated_turns, 3),

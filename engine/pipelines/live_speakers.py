@@ -14,8 +14,8 @@ segment's ``speaker`` in place and is recorded as a ``SpeakerChange`` (``changes
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

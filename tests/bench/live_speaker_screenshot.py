@@ -29,8 +29,9 @@ def main() -> None:
     from screenshots import ensure_display
 
     xvfb = ensure_display()
-    import engine
     from conversations import make_conversation
+
+    import engine
 
     conv = make_conversation(2, 0.6, seed=11, turn_range=(1.0, 6.0))
     eng = engine.load(REPO / "tests" / "models" / "qwen3-asr-tiny", device="cpu", dtype="float32")
@@ -64,7 +65,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "live-speakers.png"
-    if subprocess.run(["import", "-window", "root", "-crop", "900x560+0+0", str(path)]).returncode:
+    if subprocess.run(["import", "-window", "root", "-crop", "900x560+0+0", str(path)], check=False).returncode:
         live.grab().save(str(path))
     print("wrote", path)
     if xvfb:

@@ -26,7 +26,6 @@ CACHE = Path("/tmp/qwen3-asr-diarization-bench/emb")
 
 def _files(args):
     import soundfile as sf
-
     from bench_diarization import conversation
     from conversations import make_conversation
     from der import read_rttm
@@ -62,8 +61,9 @@ def main():
     p.add_argument("--minutes", type=float, nargs="*", default=[1.0])
     p.add_argument("--old")
     args = p.parse_args()
-    import engine.pipelines.diarize as D
     from der import der
+
+    import engine.pipelines.diarize as D
 
     CACHE.mkdir(parents=True, exist_ok=True)
     embedder = None
