@@ -9,7 +9,6 @@ LiveWindow (Times and Speakers on) and saves ``live-speakers.png``.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,8 +16,21 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "bench")]
 
 
-class _Client:
-    model_dir = ""        # nothing is started from the window here
+def _client():
+    """A stand-in for the app's engine client: the window only connects to its worker's signals."""
+    from PySide6.QtCore import QObject, Signal
+
+    class Worker(QObject):
+        stream_update = Signal(int, object, str)
+        stream_finished = Signal(int)
+        stream_failed = Signal(int, str)
+        live_speakers = False
+
+    class Client:
+        model_dir = ""        # nothing is started from the window here
+        worker = Worker()
+
+    return Client()
 
 
 def main() -> None:
@@ -51,22 +63,24 @@ def main() -> None:
     from app.settings import Settings
 
     app = QApplication.instance() or QApplication([])
-    live = LiveWindow(_Client(), Settings())
+    live = LiveWindow(_client(), Settings())
     live.times_check.setChecked(True)
     live.speakers_check.setChecked(True)
     live.resize(900, 560)
     live.move(0, 0)
+    live.show()
+    for _ in range(30):
+        app.processEvents()
     live.committed_segments = list(stream.committed)
     live.committed = [s.text for s in stream.committed]
-    live.show()
     live._render()
     for _ in range(30):
         app.processEvents()
+    print(live.captions.toPlainText())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "live-speakers.png"
-    if subprocess.run(["import", "-window", "root", "-crop", "900x560+0+0", str(path)], check=False).returncode:
-        live.grab().save(str(path))
+    live.grab().save(str(path))
     print("wrote", path)
     if xvfb:
         xvfb.terminate()
