@@ -593,6 +593,9 @@ class MainWindow(ExportCommands, QMainWindow):
         self.queue.word_timestamps = bool(self.settings.get(S.WORD_TIMESTAMPS)
                                           and self.settings.get(S.ALIGNER))
         self.queue.max_chunk_seconds = self.settings.get(S.MAX_CHUNK_SECONDS)
+        from app.transcript.speaker_setup import speakers_setting
+
+        self.client.worker.speakers = speakers_setting(self.settings)   # files queued from now on
         self.history_actions.prune_recordings()
         if hasattr(self, "watch_folder"):
             self.watch_folder.configure()

@@ -89,6 +89,8 @@ class FakeStream:
         while self._pending >= SAMPLE_RATE:
             start = self._fed / SAMPLE_RATE
             self.committed.append(Segment(start, start + 1.0, f"second {len(self.committed) + 1}"))
+            if getattr(self, "label_speakers", False):
+                self.committed[-1].speaker = f"S{2 - len(self.committed) % 2}"
             self._pending -= SAMPLE_RATE
             self._fed += SAMPLE_RATE
         self.tentative = "and more" if self._pending else ""
@@ -108,6 +110,8 @@ class FakeStream:
 
 
 class FakeEngine:
+    speaker_model = "fake-ge2e.pt"     # app.transcript.speaker_setup.prepare_speakers looks no further
+
     def __init__(self, model_dir, device, dtype, aligner=None):
         self.model_dir = str(model_dir)
         self.device = device or "cpu"
@@ -126,8 +130,9 @@ class FakeEngine:
         self.jobs.append(job)
         return job
 
-    def open_stream(self, *, language=None, context=""):
+    def open_stream(self, *, language=None, context="", speakers=False):
         stream = FakeStream(self, language, context)
+        stream.label_speakers = speakers        # alternating S1/S2, as if two people took turns
         self.streams.append(stream)
         return stream
 

@@ -112,6 +112,7 @@ class EngineWorker(QObject):
         self.engine = None
         self._requests: dict[int, _Request] = {}
         self.speakers = None     # None, "auto" or a count: files submitted from now on get speaker labels
+        self.live_speakers = False   # live streams opened from now on label speakers (engine.pipelines.live_speakers)
         self._streams: dict[int, _StreamState] = {}
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
@@ -176,7 +177,12 @@ class EngineWorker(QObject):
             self.stream_failed.emit(stream_id, "No model is loaded yet; choose one in Models.")
             return
         try:
-            stream = self.engine.open_stream(language=language or None, context=context or "")
+            extra = {}
+            if self.live_speakers:
+                from app.transcript.speaker_setup import prepare_speakers
+
+                extra["speakers"] = bool(prepare_speakers(self.engine, True))
+            stream = self.engine.open_stream(language=language or None, context=context or "", **extra)
         except Exception as exc:
             log.exception("open_stream failed")
             self.stream_failed.emit(stream_id, f"Could not start live transcription: {exc}")

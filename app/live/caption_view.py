@@ -39,6 +39,8 @@ class CaptionView(QTextBrowser):
         self._italic = QTextCharFormat(self._dim)
         self._italic.setFontItalic(True)
         self._italic.setFontWeight(QFont.Weight.Normal)
+        self._bold = QTextCharFormat()
+        self._bold.setFontWeight(QFont.Weight.Bold)
         self._block = QTextBlockFormat()
         self._block.setBottomMargin(LINE_GAP_PX)
 
@@ -79,10 +81,12 @@ class CaptionView(QTextBrowser):
 
     # -- the document -----------------------------------------------------------------------
     def line_parts(self, seg) -> list[tuple[str, QTextCharFormat]]:
-        """One committed line as (text, format) runs: its start time, then its words."""
+        """One committed line as (text, format) runs: its start time, its speaker, then its words."""
         parts = []
         if self.show_times:
             parts.append((clock_text(seg.start) + "\u00a0\u00a0", self._dim))
+        if getattr(seg, "speaker", None):
+            parts.append((f"{seg.speaker}:\u00a0", self._bold))
         parts.append((seg.text.strip(), self._plain))
         return parts
 

@@ -116,6 +116,9 @@ class LiveWindow(QWidget):
         self.times_check.setToolTip("Show when each line was said, counted from Start")
         self.times_check.setChecked(settings.get(S.LIVE_SHOW_TIMES))
         self.times_check.toggled.connect(self._times_toggled)
+        self.speakers_check = QCheckBox("Speakers")
+        self.speakers_check.setToolTip("Label who speaks on each line (from the next Start; needs the speaker model)")
+        self.speakers_check.toggled.connect(self._speakers_toggled)
         self.record_check = QCheckBox("Record audio")
         self.record_check.setChecked(settings.get(S.LIVE_RECORD_AUDIO))
         self.save_text_button = QPushButton("Save text…")
@@ -143,6 +146,7 @@ class LiveWindow(QWidget):
         options.addWidget(self.font_spin)
         options.addWidget(self.on_top_check)
         options.addWidget(self.times_check)
+        options.addWidget(self.speakers_check)
         options.addWidget(self.record_check)
         options.addStretch(1)
         options.addWidget(self.save_text_button)
@@ -342,6 +346,11 @@ class LiveWindow(QWidget):
         return " ".join(t.strip() for t in self.committed if t.strip())
 
     # -- options and saving -------------------------------------------------------------
+    def _speakers_toggled(self, on: bool):
+        worker = getattr(self.client, "worker", None)   # a local engine; a remote one labels none
+        if worker is not None:
+            worker.live_speakers = on
+
     def _times_toggled(self, on: bool):
         self.settings.set(S.LIVE_SHOW_TIMES, on)
         self.captions.set_show_times(on)

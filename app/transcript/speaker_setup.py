@@ -26,3 +26,24 @@ def prepare_speakers(engine, speakers):
     if getattr(engine, "speaker_model", None) is None:
         engine.speaker_model = str(find_weights(data_dir=speaker_models_dir()))
     return speakers
+
+
+SPEAKER_CHOICES = [("Off", "off"), ("Automatic count", "auto")] + [(f"{n} speakers", str(n)) for n in range(1, 9)]
+
+
+def speaker_count_combo(value=None):
+    """A combo box with Off / Automatic count / 1-8 speakers; ``currentData()`` is the stored form."""
+    from PySide6.QtWidgets import QComboBox
+
+    combo = QComboBox()
+    for text, data in SPEAKER_CHOICES:
+        combo.addItem(text, data)
+    combo.setToolTip("Label who speaks in new files: off, a count found from the voices, or a count you know")
+    set_speaker_choice(combo, value)
+    return combo
+
+
+def set_speaker_choice(combo, value) -> None:
+    """Select ``value`` ("off", "auto", a count, or None for off) in a speaker_count_combo."""
+    value = "off" if value is None else str(value).strip().lower()
+    combo.setCurrentIndex(max(0, combo.findData(value)))

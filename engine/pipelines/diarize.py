@@ -95,6 +95,7 @@ class Diarizer:
         self._windows: list[tuple[float, float]] = []     # seconds in file time
         self._regions: list[tuple[float, float]] = []
         self._embeddings: list[np.ndarray] = []
+        self.voices: dict[str, np.ndarray] = {}           # label -> unit voice, set by finish()
 
     def _speech(self, samples: np.ndarray) -> list[tuple[int, int]]:
         if self._detector is None:
@@ -177,7 +178,21 @@ class Diarizer:
                 score[inside] += sim[k]
             labels = np.argmax(score, axis=1)
             turns += self._runs(frames, labels, ra, rb)
-        return self._renumber(turns)
+        turns = self._renumber(turns)
+        self.voices = self._voices(turns)
+        return turns
+
+    def _voices(self, turns: list[SpeakerTurn]) -> dict[str, np.ndarray]:
+        """Each label's voice: the unit mean of the (raw) embeddings of the windows whose middle
+        falls in its turns (engine.pipelines.speaker_profiles matches names by them)."""
+        emb = np.concatenate(self._embeddings)
+        mids = np.array([(a + b) / 2 for a, b in self._windows])
+        sums: dict[str, np.ndarray] = {}
+        for t in turns:
+            inside = (mids >= t.start) & (mids < t.end)
+            if inside.any():
+                sums[t.speaker] = sums.get(t.speaker, 0) + emb[inside].sum(0)
+        return {k: v / max(float(np.linalg.norm(v)), 1e-8) for k, v in sums.items()}
 
     def _runs(self, frames, labels, ra, rb) -> list[SpeakerTurn]:
         runs = []   # [label, start, end]

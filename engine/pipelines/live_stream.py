@@ -28,6 +28,7 @@ import numpy as np
 from engine.network.features import SAMPLE_RATE
 from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
+from engine.pipelines.live_speakers import stream_speakers
 from engine.pipelines.pass_draft import PassDraft
 from engine.serving.request import Request
 from engine.text.types import Segment
@@ -73,7 +74,8 @@ class Stream:
     every pass; ``priority`` of the stream's requests in the engine;
     ``min_silence_s`` of silence that ends an utterance; ``max_new_tokens`` per
     pass (None: the engine's default, or a function of the pass's audio seconds);
-    ``word_timestamps`` when the engine has an aligner.
+    ``word_timestamps`` when the engine has an aligner; ``speakers`` labels each committed
+    segment's speaker (``speakers.changes`` lists later corrections).
     """
 
     PRE_ROLL_S = 3.0   # audio kept before speech is confirmed: the VAD dates a start back this far at most
@@ -86,7 +88,7 @@ class Stream:
     def __init__(self, engine, *, language=None, context: str = "", update_interval: float = 0.75,
                  max_utterance_s: float = 20.0, recent_context_chars: int = 200, priority: int = 10,
                  min_silence_s: float = 0.5, max_new_tokens: int | Callable[[float], int] | None = None,
-                 word_timestamps: bool = True, detector=None):
+                 word_timestamps: bool = True, detector=None, speakers: bool = False):
         from engine.audio.vad import SpeechDetector
         from engine.audio.vad_stream import UtteranceTracker
         from engine.text.prompt import language_name
@@ -123,6 +125,8 @@ class Stream:
         self._cadence = self._interval          # stream samples between updates: spaced out while behind
         self._draft = PassDraft(engine.tokenizer)   # the open utterance's last tokens, the next pass's draft
         self.committed: list[Segment] = []
+        # speakers=True: each committed segment gets a speaker label (engine.pipelines.live_speakers)
+        self.speakers = stream_speakers(engine) if speakers else None
         self.finals: list[FinalPass] = []                  # parallel to committed
         self.tentative = ""
         self.stable_prefix = ""
@@ -329,6 +333,8 @@ class Stream:
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
                           samples=self._slice(start, end) if keep else None)
         self._pending.append(final)
+        if self.speakers is not None:
+            self.speakers.hear(final, self._slice(start, end))
         self._preview = self.stable_prefix = ""
         self._notify_request("final", request, (start, end))
 
@@ -400,6 +406,8 @@ class Stream:
                 self.committed.append(final.segment)
                 self.finals.append(final)
                 self._remember(final.segment.text)
+            if self.speakers is not None:
+                self.speakers.resolved(final, self.committed)
             if self.on_final is not None:
                 self.on_final(final)
         self._publish()

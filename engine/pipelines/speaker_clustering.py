@@ -2,8 +2,9 @@
 
 Embeddings are first centred on the file's mean voice. With a fixed count N, the merging is
 stopped at N..N+6 clusters, the N biggest keep their centroids, and the grouping with the best
-silhouette wins. With ``None``, the count (1-8) with the best silhouette is taken, one speaker
-when none beats ``threshold``; clusters holding less than ``min_share`` of the speech are folded
+silhouette wins. With ``None``, the count (1-8) comes from the eigengap of the windows'
+neighbour graph (speaker_count) and is grouped the same way, one speaker when that grouping's
+silhouette does not beat ``threshold``; clusters holding less than ``min_share`` of the speech are folded
 into their nearest neighbour (a cough, a laugh, a window straddling two voices). Every window
 then goes to its nearest centroid, refined a few times.
 """
@@ -92,6 +93,26 @@ def _fixed_count(emb: np.ndarray, w: np.ndarray, num: int, min_share: float) -> 
     return best if best is not None else np.zeros(len(emb), int)
 
 
+def _automatic_count(emb: np.ndarray, w: np.ndarray, threshold: float, min_share: float,
+                     max_speakers: int) -> np.ndarray:
+    """Labels for a count found from the data: the eigengap of the windows' neighbour graph
+    (speaker_count), grouped as for a fixed count; one speaker when that grouping's silhouette
+    stays under ``threshold``. Too few windows for the graph: the best silhouette over the
+    average-linkage cuts."""
+    from engine.pipelines.speaker_count import eigengap_count
+
+    count = eigengap_count(emb, min(max_speakers, len(emb)))
+    if count is None:
+        options = _agglomerate(emb, w, set(range(1, min(max_speakers, len(emb)) + 1)))
+        scores = {k: silhouette(emb, lab, w) for k, lab in options.items() if k > 1}
+        best = max(scores, key=scores.get) if scores else 1
+        return options[best] if scores and scores[best] >= threshold else options[1]
+    if count < 2:
+        return np.zeros(len(emb), int)
+    labels = _fixed_count(emb, w, count, min_share)
+    return labels if silhouette(emb, labels, w) >= threshold else np.zeros(len(emb), int)
+
+
 def _centroids(emb: np.ndarray, weights: np.ndarray, labels: np.ndarray) -> np.ndarray:
     k = labels.max() + 1
     return _unit(np.stack([(emb[labels == c] * weights[labels == c, None]).sum(0) for c in range(k)]))
@@ -110,6 +131,11 @@ def cluster(embeddings: np.ndarray, weights=None, num_speakers: int | None = Non
     emb = _unit(np.asarray(embeddings, dtype=np.float32))
     n = len(emb)
     w = np.ones(n, np.float32) if weights is None else np.asarray(weights, dtype=np.float32)
+    if num_speakers is None and n >= 2:
+        from engine.pipelines.speaker_count import one_voice
+
+        if one_voice(emb, w):
+            return np.zeros(n, int), _centroids(emb, w, np.zeros(n, int))
     if center and n > 1:
         # GE2E vectors of any two voices are close (cosine 0.8-0.95, all positive); taking the
         # file's mean voice away leaves what tells its speakers apart
@@ -124,11 +150,8 @@ def cluster(embeddings: np.ndarray, weights=None, num_speakers: int | None = Non
     labels = np.zeros(n, int)
     if num_speakers:
         labels[pick] = _fixed_count(emb[pick], w[pick], min(num_speakers, len(pick)), min_share)
-    else:                              # the count whose clusters are best separated
-        options = _agglomerate(emb[pick], w[pick], set(range(1, min(max_speakers, len(pick)) + 1)))
-        scores = {k: silhouette(emb[pick], lab, w[pick]) for k, lab in options.items() if k > 1}
-        best = max(scores, key=scores.get) if scores else 1
-        labels[pick] = options[best] if scores and scores[best] >= threshold else options[1]
+    else:
+        labels[pick] = _automatic_count(emb[pick], w[pick], threshold, min_share, max_speakers)
     cent = _centroids(emb[pick], w[pick], labels[pick])
     labels = np.argmax(emb @ cent.T, axis=1)
     if num_speakers is None:           # fold the tiny clusters into their nearest neighbours
