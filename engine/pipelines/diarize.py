@@ -249,7 +249,7 @@ def file_diarizer(engine, speakers) -> Diarizer:
         SpeakerModelMissing: no speaker model weights; the message says how to get them.
     """
     speakers = check_speakers(speakers)
-    embedder = getattr(engine, "speaker_embedder", None) or shared_embedder(getattr(engine, "speaker_model", None))
+    embedder = engine.speaker_embedder or shared_embedder(engine.speaker_model)
     return Diarizer(embedder, DiarizationOptions(num_speakers=None if speakers == "auto" else speakers))
 
 

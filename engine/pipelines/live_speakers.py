@@ -179,5 +179,5 @@ def stream_speakers(engine, threshold: float | None = None) -> LiveSpeakers:
     ``speaker_model``); raises SpeakerModelMissing with how to get the weights."""
     from engine.pipelines.diarize import shared_embedder
 
-    embedder = getattr(engine, "speaker_embedder", None) or shared_embedder(getattr(engine, "speaker_model", None))
+    embedder = engine.speaker_embedder or shared_embedder(engine.speaker_model)
     return LiveSpeakers(embedder, DEFAULT_THRESHOLD if threshold is None else threshold)

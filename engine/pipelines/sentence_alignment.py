@@ -143,7 +143,7 @@ class SentenceAligner:
             words = words_from_alignment(self.aligner, p.request, p.piece, self.problems)
             if not words:
                 continue
-            step_ms = getattr(self.aligner.config, "timestamp_segment_ms", None)
+            step_ms = self.aligner.config.timestamp_segment_ms
             raw = [float(c) * step_ms for c in p.request.result] if step_ms and p.request.result else None
             shares = self._shares(p, words)
             if shares is None:    # a run whose words cannot be shared out: align its sentences one by one

@@ -64,7 +64,7 @@ def align_stretch(aligner, samples: np.ndarray, start: float, text: str, languag
     problem = alignment_problem(words, speech)
     if problem:
         return StretchWords(problem=problem)
-    step_ms = getattr(getattr(aligner, "config", None), "timestamp_segment_ms", None) or 80.0
+    step_ms = aligner.config.timestamp_segment_ms or 80.0
     widen_instant_words(words, step_ms / 1000.0)
     end = round(start + duration, 3)
     for w in words:              # widening never reaches past the stretch
