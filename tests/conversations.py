@@ -42,7 +42,7 @@ def speak(text: str, voice: tuple[str, int, int]) -> np.ndarray:
     name, pitch, speed = voice
     wav = subprocess.run(["espeak-ng", "-v", name, "-p", str(pitch), "-s", str(speed), "--stdout", text],
                          capture_output=True, check=True).stdout
-    raw = subprocess.run(["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e",
+    raw = subprocess.run(["sox", "-R", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e",
                           "signed", "-", "gain", "-n", "-3"], input=wav, capture_output=True, check=True).stdout
     x = np.frombuffer(raw, np.int16).astype(np.float32) / 32768.0
     loud = np.flatnonzero(np.abs(x) > 0.01)

@@ -247,7 +247,7 @@ def synth(text: str, p: dict, seed: int = 0, *, effects: bool = True) -> np.ndar
     cmd_e = ["espeak-ng", "-v", p["voice"], "-s", str(p["speed"]), "-p", str(p["pitch"]), "--stdout", text]
     wav = subprocess.run(cmd_e, capture_output=True, check=True).stdout
     fx = (p["effects"] if effects else []) + ["gain", "-n", f"{p['gain']:.1f}"]
-    cmd_s = ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-"] + fx
+    cmd_s = ["sox", "-R", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-"] + fx
     raw = subprocess.run(cmd_s, input=wav, capture_output=True, check=True).stdout
     x = np.frombuffer(raw, np.int16).astype(np.float32) / 32768.0
     if effects and p.get("snr") is not None and len(x):
@@ -404,7 +404,7 @@ def synth_group(texts: list[str], p: dict, seed: int) -> list[np.ndarray]:
     if len(texts) > 1:
         cmd_e = ["espeak-ng", "-m", "-v", p["voice"], "-s", str(p["speed"]), "-p", str(p["pitch"]), "--stdout", ssml]
         wav = subprocess.run(cmd_e, capture_output=True, check=True).stdout
-        cmd_s = (["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-"]
+        cmd_s = (["sox", "-R", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-"]
                  + p["effects"] + ["gain", "-n", f"{p['gain']:.1f}"])
         raw = subprocess.run(cmd_s, input=wav, capture_output=True, check=True).stdout
         clips = _split_on_silence(np.frombuffer(raw, np.int16).astype(np.float32) / 32768.0, len(texts))
@@ -779,7 +779,7 @@ def _word_group(args):
     ssml = "<speak>" + ' <break time="700ms"/> '.join(words) + "</speak>"
     cmd_e = ["espeak-ng", "-m", "-v", voice, "-s", str(speed), "-p", str(pitch), "--stdout", ssml]
     wav = subprocess.run(cmd_e, capture_output=True, check=True).stdout
-    cmd_s = ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-",
+    cmd_s = ["sox", "-R", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-b", "16", "-e", "signed", "-",
              "gain", "-n", "-3"]
     raw = subprocess.run(cmd_s, input=wav, capture_output=True, check=True).stdout
     clips = _split_on_silence(np.frombuffer(raw, np.int16).astype(np.float32) / 32768.0, len(words), min_gap=0.5)
