@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import fake_engine
@@ -45,6 +47,31 @@ def open_main_window(qtbot, client, tmp_path, **settings_values):
     w.start()
     qtbot.waitUntil(lambda: client.model_dir != "", timeout=5000)
     return w
+
+
+@contextlib.contextmanager
+def real_engine_window(qtbot, settings: dict, *, wait_ms: int = 60_000):
+    """The main window on the real engine (its own EngineClient), its history in the data folder,
+    shown and started, once its engine is ready; the client is shut down after.
+    ``settings``: values by their Settings key (e.g. {S.MODEL: "...", S.PARALLEL_FILES: 1})."""
+    from app.history import History
+    from app.main_window import MainWindow
+    from app.paths import history_file
+    from app.settings import Settings
+
+    client = EngineClient()
+    values = Settings()
+    for key, value in settings.items():
+        values.set(key, value)
+    try:
+        w = MainWindow(client, History(history_file()), values)
+        qtbot.addWidget(w)
+        w.show()
+        w.start()
+        qtbot.waitUntil(lambda: client.model_dir != "", timeout=wait_ms)
+        yield w
+    finally:
+        client.shutdown()
 
 
 def silent_wav(folder, name):

@@ -59,6 +59,37 @@ def espeak_wav(path: Path, text: str, rate: int = 16000) -> Path:
     return path
 
 
+def tone_clip(seconds: float, seed: int) -> np.ndarray:
+    """Noise shaped like speech: a few tones under noise, so features vary over time."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * 16000)) / 16000
+    tones = sum(np.sin(2 * np.pi * f * t) * (0.5 + 0.5 * np.sin(2 * np.pi * r * t))
+                for f, r in zip(rng.uniform(100, 3000, 4), rng.uniform(0.5, 4, 4)))
+    return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def read_trimmed(path) -> np.ndarray:
+    """A 16-bit mono WAV as float32, without espeak's own leading and trailing silence."""
+    import wave
+
+    with wave.open(str(path)) as w:
+        audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+    loud = np.flatnonzero(np.abs(audio) > 0.01)
+    return audio[loud[0]:loud[-1] + 1]
+
+
+def with_pauses(spoken: list[np.ndarray], rate: int = 16000) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """0.5 s of silence, then each clip followed by 1.0 s, 1.1 s, 1.2 s... of zeros; and the
+    clips' sample spans."""
+    parts, spans, pos = [np.zeros(rate // 2, np.float32)], [], rate // 2
+    for i, speech in enumerate(spoken):
+        gap = np.zeros(int(rate * (1.0 + 0.1 * i)), np.float32)
+        spans.append((pos, pos + len(speech)))
+        parts += [speech, gap]
+        pos += len(speech) + len(gap)
+    return np.concatenate(parts), spans
+
+
 @pytest.fixture(scope="session")
 def speech_wav(tmp_path_factory) -> Path:
     """A few seconds of real synthetic speech at 16 kHz."""

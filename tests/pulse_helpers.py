@@ -114,3 +114,16 @@ def pulse_null_sink(sink: str = "virt", timeout_s: float = 15.0):
             else:
                 os.environ[key] = value
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@contextmanager
+def pulse_or_fail(**kwargs):
+    """``pulse_null_sink`` for a test fixture: failing to start the server fails the test (the
+    packages are installed by .ci/run), it never skips."""
+    import pytest
+
+    try:
+        with pulse_null_sink(**kwargs) as server:
+            yield server
+    except PulseUnavailable as exc:
+        pytest.fail(f"PulseAudio null sink unavailable: {exc}")

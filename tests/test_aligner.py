@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from checkpoints import build_checkpoint, to_original_layout
+from conftest import tone_clip as clip
 from reference import load_reference
 from transformers.models.qwen3_asr.processing_qwen3_asr import _fix_timestamps
 
@@ -36,15 +37,6 @@ OTHER_DIMS = dict(
     text=dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=3,
               head_dim=16, intermediate_size=192, rope_theta=500_000.0),
 )
-
-
-def clip(seconds: float, seed: int) -> np.ndarray:
-    """Noise shaped like speech: a few tones under noise, so features vary over time."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 16000)) / 16000
-    tones = sum(np.sin(2 * np.pi * f * t) * (0.5 + 0.5 * np.sin(2 * np.pi * r * t))
-                for f, r in zip(rng.uniform(100, 3000, 4), rng.uniform(0.5, 4, 4)))
-    return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from app import settings as S  # noqa: E402
 from app.backend.engine_client import EngineClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app_fixtures import data_dir  # noqa: E402,F401  (autouse fixture, found by name)
+from app_fixtures import real_engine_window  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 WAIT_MS = 60_000
@@ -35,20 +36,8 @@ WAIT_MS = 60_000
 
 @pytest.fixture
 def window(qtbot, tiny_model_dir, data_dir):
-    from app.history import History
-    from app.main_window import MainWindow
-    from app.paths import history_file
-
-    client = EngineClient()
-    settings = Settings()
-    settings.set(S.MODEL, str(tiny_model_dir))
-    w = MainWindow(client, History(history_file()), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=WAIT_MS)
-    yield w
-    client.shutdown()
+    with real_engine_window(qtbot, {S.MODEL: str(tiny_model_dir)}, wait_ms=WAIT_MS) as w:
+        yield w
 
 
 def _long_wav(path: Path, speech_wav: Path, seconds: float) -> Path:

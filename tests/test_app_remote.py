@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app import settings as S  # noqa: E402
-from app.backend.engine_client import EngineClient  # noqa: E402
 from app.backend.remote_engine import ENGINE_MODE, SERVER_KEY, SERVER_URL  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app_fixtures import data_dir  # noqa: E402,F401  (autouse fixture, found by name)
+from app_fixtures import real_engine_window  # noqa: E402
 from server_fixtures import MODELS, RunningServer  # noqa: E402
 
 import engine  # noqa: E402
@@ -31,22 +31,9 @@ def server():
 
 @pytest.fixture
 def window(qtbot, server, data_dir):
-    from app.history import History
-    from app.main_window import MainWindow
-    from app.paths import history_file
-
-    client = EngineClient()
-    settings = Settings()
-    settings.set(ENGINE_MODE, "server")
-    settings.set(SERVER_URL, server.url)
-    settings.set(SERVER_KEY, KEY)
-    w = MainWindow(client, History(history_file()), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=WAIT_MS)
-    yield w
-    client.shutdown()
+    values = {ENGINE_MODE: "server", SERVER_URL: server.url, SERVER_KEY: KEY}
+    with real_engine_window(qtbot, values, wait_ms=WAIT_MS) as w:
+        yield w
 
 
 def test_queue_transcript_and_exports_over_the_network(window, qtbot, server, speech_wav, tmp_path):

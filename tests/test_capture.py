@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import soxr
-from pulse_helpers import PulseUnavailable, pulse_null_sink
+from pulse_helpers import pulse_or_fail
 
 from engine.audio import microphone as capture
 from engine.audio.microphone import (
@@ -32,11 +32,8 @@ SR = 16000
 @pytest.fixture
 def pulse():
     """A private PulseAudio server; failing to start it is a test failure, not a skip."""
-    try:
-        with pulse_null_sink() as server:
-            yield server
-    except PulseUnavailable as exc:
-        pytest.fail(f"PulseAudio null sink unavailable: {exc}")
+    with pulse_or_fail() as server:
+        yield server
 
 
 def _probe_signal(rate: int) -> np.ndarray:

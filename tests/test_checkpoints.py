@@ -10,7 +10,7 @@ import torch
 from checkpoints import build_checkpoint, to_original_layout
 from reference import reference_generate, reference_inputs
 from safetensors.torch import load_file, save_file
-from test_engine_parity import clip
+from conftest import tone_clip as clip
 
 import engine
 from engine.errors import CheckpointError

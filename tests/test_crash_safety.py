@@ -162,24 +162,11 @@ def test_crash_fails_the_file_job_with_a_clear_error_and_the_next_file_is_exact(
 def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
-    from app.backend.engine_client import EngineClient
-    from app.history import History
-    from app.main_window import MainWindow
-    from app.paths import history_file
-    from app.settings import Settings
+    from app_fixtures import real_engine_window
 
     monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
-    client = EngineClient()
-    settings = Settings()
-    settings.set(S.MODEL, str(tiny_model_dir))
-    settings.set(S.PARALLEL_FILES, 1)
-    w = MainWindow(client, History(history_file()), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=WAIT_MS)
-    yield w
-    client.shutdown()
+    with real_engine_window(qtbot, {S.MODEL: str(tiny_model_dir), S.PARALLEL_FILES: 1}, wait_ms=WAIT_MS) as w:
+        yield w
 
 
 def test_app_survives_engine_crashes(window, qtbot, speech_wav, tmp_path, monkeypatch):

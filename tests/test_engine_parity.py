@@ -1,9 +1,9 @@
 """Our model code against transformers on the same weights, one clip at a time (float32)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
+from conftest import tone_clip as clip
 from reference import load_reference, reference_generate, reference_inputs
 
 import engine
@@ -11,15 +11,6 @@ from engine.network.encoder import encode_audio
 from engine.network.features import log_mel
 
 EDGE_LENGTHS = [0.3, 1.0, 7.9, 8.1, 17.0, 31.0]
-
-
-def clip(seconds: float, seed: int) -> np.ndarray:
-    """Noise shaped like speech: a few tones under noise, so features vary over time."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 16000)) / 16000
-    tones = sum(np.sin(2 * np.pi * f * t) * (0.5 + 0.5 * np.sin(2 * np.pi * r * t))
-                for f, r in zip(rng.uniform(100, 3000, 4), rng.uniform(0.5, 4, 4)))
-    return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from checkpoints import build_checkpoint
 from reference import reference_generate
 from platforms import on_platform
-from test_engine_parity import clip
+from conftest import tone_clip as clip
 
 import engine
 from engine.network import fp16_weights

@@ -282,23 +282,11 @@ def test_cli_output_folder_under_a_file_names_the_path(corpus, tiny_model_dir, c
 def window(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     pytest.importorskip("pytestqt")
     from app import settings as S
-    from app.backend.engine_client import EngineClient
-    from app.history import History
-    from app.main_window import MainWindow
-    from app.paths import history_file
-    from app.settings import Settings
+    from app_fixtures import real_engine_window
 
     monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
-    client = EngineClient()
-    settings = Settings()
-    settings.set(S.MODEL, str(tiny_model_dir))
-    w = MainWindow(client, History(history_file()), settings)
-    qtbot.addWidget(w)
-    w.show()
-    w.start()
-    qtbot.waitUntil(lambda: client.model_dir != "", timeout=WAIT_MS)
-    yield w
-    client.shutdown()
+    with real_engine_window(qtbot, {S.MODEL: str(tiny_model_dir)}, wait_ms=WAIT_MS) as w:
+        yield w
 
 
 def _drop(window, paths):

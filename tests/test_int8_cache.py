@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from test_engine_parity import clip
+from conftest import tone_clip as clip
 
 import engine
 from engine.network import choose_linear, int8_cache, int8_linear, platform

@@ -405,7 +405,7 @@ def test_engine_with_triton_attention_is_token_exact(tiny_model_dir, monkeypatch
     # The engine's CUDA path without flash-attn, run on CPU: device-tensor metadata padded to
     # row and token buckets, mixed and chunked steps, attention through the (interpreted)
     # Triton kernel. Float32 greedy tokens equal the exact torch path's.
-    from test_engine_parity import clip
+    from conftest import tone_clip as clip
 
     import engine
     import engine.serving.attention

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from platforms import on_platform
-from test_engine_parity import clip
+from conftest import tone_clip as clip
 
 import engine
 from engine.network import linear_methods, ops, platform

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import client, data_dir  # noqa: F401
-from pulse_helpers import PulseUnavailable, pulse_null_sink
+from pulse_helpers import pulse_or_fail
 
 from app import settings as S
 from app.settings import Settings
@@ -62,13 +62,10 @@ def test_a_line_per_utterance_with_its_start_time_which_can_be_hidden(loaded, qt
 
 @pytest.fixture
 def pulse():
-    try:
-        with pulse_null_sink() as server:
-            server.pactl("load-module", "module-null-sink", "sink_name=calls",
-                         "sink_properties=device.description=Calls")
-            yield server
-    except PulseUnavailable as exc:
-        pytest.fail(f"PulseAudio null sink unavailable: {exc}")
+    with pulse_or_fail() as server:
+        server.pactl("load-module", "module-null-sink", "sink_name=calls",
+                     "sink_properties=device.description=Calls")
+        yield server
 
 
 def test_a_chosen_monitor_is_captured_and_remembered(pulse, loaded, qtbot, tmp_path):

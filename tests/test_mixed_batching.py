@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_engine_parity import clip
+from conftest import tone_clip as clip
 
 import engine
 from engine.serving.runner import (

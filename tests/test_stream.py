@@ -10,7 +10,7 @@ import wave
 
 import numpy as np
 import pytest
-from conftest import espeak_wav
+from conftest import espeak_wav, read_trimmed, with_pauses
 
 import engine
 from engine.pipelines.live_stream import Stream, stable_prefix
@@ -25,14 +25,6 @@ SENTENCES = [
 BASE_CONTEXT = "Names: Qwen"
 
 
-def _read_trimmed(path) -> np.ndarray:
-    """A 16-bit mono WAV as float32, without espeak's own leading and trailing silence."""
-    with wave.open(str(path)) as w:
-        audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-    loud = np.flatnonzero(np.abs(audio) > 0.01)
-    return audio[loud[0]:loud[-1] + 1]
-
-
 @pytest.fixture(scope="module")
 def eng(tiny_model_dir):
     return engine.load(tiny_model_dir, device="cpu", dtype="float32")
@@ -41,19 +33,13 @@ def eng(tiny_model_dir):
 @pytest.fixture(scope="module")
 def spoken(tmp_path_factory) -> list[np.ndarray]:
     folder = tmp_path_factory.mktemp("stream")
-    return [_read_trimmed(espeak_wav(folder / f"s{i}.wav", text)) for i, text in enumerate(SENTENCES)]
+    return [read_trimmed(espeak_wav(folder / f"s{i}.wav", text)) for i, text in enumerate(SENTENCES)]
 
 
 @pytest.fixture(scope="module")
 def sentences(spoken):
     """0.5 s of silence, then each sentence followed by ~1 s of silence; and the speech spans."""
-    parts, spans, pos = [np.zeros(SR // 2, np.float32)], [], SR // 2
-    for i, speech in enumerate(spoken):
-        gap = np.zeros(int(SR * (1.0 + 0.1 * i)), np.float32)
-        spans.append((pos, pos + len(speech)))
-        parts += [speech, gap]
-        pos += len(speech) + len(gap)
-    return np.concatenate(parts), spans
+    return with_pauses(spoken)
 
 
 class Recorder:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import espeak_wav
-from test_stream import _read_trimmed as _read
+from conftest import read_trimmed as _read
 
 import engine
 from engine.network import platform

@@ -12,16 +12,13 @@ import soundfile as sf
 
 from engine.audio.sources import SAMPLE_RATE, level_dbfs
 from engine.audio.system_audio import SystemAudioSource, system_audio_available
-from pulse_helpers import PulseUnavailable, pulse_null_sink
+from pulse_helpers import pulse_or_fail
 
 
 @pytest.fixture
 def pulse():
-    try:
-        with pulse_null_sink() as server:
-            yield server
-    except PulseUnavailable as exc:
-        pytest.fail(f"PulseAudio null sink unavailable: {exc}")
+    with pulse_or_fail() as server:
+        yield server
 
 
 def test_system_audio_captures_what_is_played_to_the_default_output(pulse, tmp_path):

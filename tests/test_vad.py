@@ -5,11 +5,10 @@ with numpy, so every cut can be checked against where the silences really are.
 """
 from __future__ import annotations
 
-import wave
 
 import numpy as np
 import pytest
-from conftest import espeak_wav
+from conftest import espeak_wav, read_trimmed, with_pauses
 
 from engine.audio.vad import Chunk, SpeechDetector, chunk_audio, plan_chunks
 from engine.audio.vad_stream import StreamingChunker, UtteranceTracker
@@ -25,14 +24,6 @@ SENTENCES = [
 ]
 
 
-def _read_trimmed(path) -> np.ndarray:
-    """Read a 16-bit mono WAV as float32 and strip espeak's own leading/trailing silence."""
-    with wave.open(str(path)) as w:
-        audio = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-    loud = np.flatnonzero(np.abs(audio) > 0.01)
-    return audio[loud[0]:loud[-1] + 1]
-
-
 @pytest.fixture(scope="module")
 def detector() -> SpeechDetector:
     return SpeechDetector.shared()
@@ -42,19 +33,13 @@ def detector() -> SpeechDetector:
 def spoken(tmp_path_factory) -> list[np.ndarray]:
     """Each sentence as trimmed speech."""
     folder = tmp_path_factory.mktemp("vad")
-    return [_read_trimmed(espeak_wav(folder / f"s{i}.wav", text)) for i, text in enumerate(SENTENCES)]
+    return [read_trimmed(espeak_wav(folder / f"s{i}.wav", text)) for i, text in enumerate(SENTENCES)]
 
 
 @pytest.fixture(scope="module")
 def sentences(spoken):
     """0.5 s of silence, then each sentence followed by 1.0-1.4 s of zeros; and the speech spans."""
-    parts, spans, pos = [np.zeros(SR // 2, np.float32)], [], SR // 2
-    for i, speech in enumerate(spoken):
-        gap = np.zeros(int(SR * (1.0 + 0.1 * i)), np.float32)
-        spans.append((pos, pos + len(speech)))
-        parts += [speech, gap]
-        pos += len(speech) + len(gap)
-    return np.concatenate(parts), spans
+    return with_pauses(spoken)
 
 
 @pytest.fixture(scope="module")

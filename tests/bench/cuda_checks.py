@@ -17,7 +17,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from checkpoints import build_checkpoint  # noqa: E402
 from reference import reference_generate  # noqa: E402
-from test_engine_parity import clip  # noqa: E402
+from conftest import tone_clip as clip  # noqa: E402
 
 import engine  # noqa: E402
 
