@@ -31,6 +31,11 @@ from engine.text.prompt import (
 )
 
 
+# How long an idle step waits for a file reader's next block: short, since a live stream's
+# audio (fed from another thread) does not wake it.
+READER_WAIT_S = 0.05
+
+
 def default_max_new_tokens(duration: float) -> int:
     """A cap that grows with the clip: fast speech is ~5 tokens/s; a model that never says
     'end' cannot run away."""
@@ -103,7 +108,10 @@ class Engine:
 
     # ----------------------------------------------------------------- requests
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-                     priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True) -> Request:
+                     priority: int = 0, ignore_eos: bool = False, repetition_guard: bool = True,
+                     features=None) -> Request:
+        """A request for one clip, not yet queued. ``features``: the clip's log-mel when it was
+        already computed (a file's reader thread does), else it is computed here."""
         opts = args.check_request_options(language=language, context=context, priority=priority,
                                           max_new_tokens=max_new_tokens)
         language, context, priority, max_new_tokens = (opts["language"], opts["context"], opts["priority"],
@@ -111,7 +119,10 @@ class Engine:
         samples = as_samples(audio)
         if samples.size == 0:
             raise ValueError("audio is empty (0 samples): nothing to transcribe")
-        features = log_mel(samples)
+        if features is None:
+            features = log_mel(samples)
+        elif features.ndim != 2 or features.shape[1] != num_frames(len(samples)):
+            raise ValueError(f"features of shape {tuple(features.shape)} do not fit {len(samples)} samples")
         n_audio = audio_token_count(num_frames(len(samples)), self.config.encoder)
         prompt, audio_start = build_prompt_ids(self.tokenizer, n_audio, context=context, language=language)
         duration = len(samples) / SAMPLE_RATE
@@ -144,6 +155,8 @@ class Engine:
         """One engine step: the jobs advance (files decode, streams take audio, the aligner steps),
         then the core runs one model step. Returns the core's outputs."""
         self.job_layer.advance()
+        if not self.core.has_work():
+            self.job_layer.wait_for_readers(READER_WAIT_S)   # nothing to run: wait for a file's chunks, not spin
         return self.core.step()
 
     def has_work(self) -> bool:
@@ -180,7 +193,8 @@ class Engine:
         options = dict(language=args.check_language(language), context=args.check_context(context),
                        word_timestamps=args.check_flag(word_timestamps, "word_timestamps"),
                        priority=args.check_priority(priority),
-                       max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad)
+                       max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad,
+                       read_ahead=self.settings.file_read_ahead, wake=self.job_layer.wake)
         if speakers is not None:
             from engine.text.speakers import check_speakers
 

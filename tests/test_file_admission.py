@@ -124,4 +124,4 @@ def test_each_finished_file_gives_its_freed_memory_back(eng, wavs, monkeypatch):
     while not all(j.finished for j in jobs):
         eng.step()
     assert [j.state for j in jobs] == ["done"] * 3
-    assert len(calls) == 3 and all(j._chunker is None for j in jobs)
+    assert len(calls) == 3 and all(j._reader is None for j in jobs)

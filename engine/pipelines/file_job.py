@@ -1,8 +1,10 @@
 """A queued file: decoded block by block, cut into speech chunks, transcribed inside engine steps.
 
-The job layer (engine.pipelines.jobs) calls ``advance()`` between engine steps, so
-decoding a long file never blocks the step loop for long, and only the chunks in flight
-hold samples: a two-hour file does not need all its samples in memory at once. A queued
+The job layer (engine.pipelines.jobs) calls ``advance()`` between engine steps. The file's
+reader (engine.pipelines.file_reader) decodes it, cuts speech chunks and computes their
+log-mel on a thread of its own, a few blocks ahead, so ``advance()`` only turns ready chunks
+into requests and a step's time is model time; only the chunks read ahead or in flight hold
+samples: a two-hour file does not need all its samples in memory at once. A queued
 job holds only its path: the job layer starts it (opens the file) when the engine can take
 its chunks (engine.pipelines.admission), and the file is closed once its chunks are cut.
 A job uses the engine only through its port (engine.pipelines.port): it makes and adds
@@ -88,7 +90,8 @@ class FileJob:
 
     def __init__(self, engine: EnginePort, source, *, language=None, context: str = "", word_timestamps: bool = False,
                  priority: int = 0, max_chunk_seconds: float | None = None, use_vad: bool = True,
-                 block_seconds: float = 30.0, samples: np.ndarray | None = None, speakers=None):
+                 block_seconds: float = 30.0, samples: np.ndarray | None = None, speakers=None,
+                 read_ahead: int = 2, wake=None):
         from engine.text.prompt import language_name
 
         self.id = next(_job_ids)
@@ -104,6 +107,9 @@ class FileJob:
         self._asked_chunk_seconds = self.max_chunk_seconds   # before a cut to fit the KV cache (_open)
         self.block_seconds = block_seconds
         self._samples = samples            # audio already in memory (float32 16 kHz), else decode source
+        # blocks the reader thread may prepare ahead (0: read on the engine thread, between steps);
+        # ``wake`` (a threading.Event) is set when a block is ready, for an idle engine to wait on
+        self.read_ahead, self.wake = read_ahead, wake
         self.state = "queued"
         self.duration: float | None = None
         self.transcript = None
@@ -113,8 +119,7 @@ class FileJob:
         #                                      count of finished jobs passes this
         self.notes: list[str] = []             # for the transcript: track used, level fixed, repetition cut
         self.audio_track: int | None = None    # 1-based, when the file has several audio tracks
-        self._blocks = None
-        self._chunker = None
+        self._reader = None                # ThreadedReader or InlineReader, while the file is read
         self._decoded = 0                  # samples decoded so far
         self._done_decoding = False
         self._inflight: list[tuple] = []   # (start, end, samples, speech islands in seconds, request)
@@ -178,6 +183,11 @@ class FileJob:
         """Started and still reading its file (an open decoder)."""
         return self.state == "running" and not self._done_decoding
 
+    @property
+    def awaiting_audio(self) -> bool:
+        """Started, and its reader has no block ready yet: nothing to submit until it has."""
+        return self.decoding and self._reader is not None and self._reader.waiting
+
     def cancel(self) -> None:
         if self.finished:
             return
@@ -185,7 +195,7 @@ class FileJob:
             self.port.abort_request(req)
         if self._align:
             self._align.cancel()
-        self._close_blocks()
+        self._stop_reading()
         self.state = "cancelled"
 
     # ------------------------------------------------------------ job layer side
@@ -200,8 +210,10 @@ class FileJob:
         try:
             if self.state == "queued":
                 self._open()
+            if self.duration is None:             # the reader thread has read the header
+                self.duration, self.audio_track = self._reader.duration, self._reader.audio_track
             if not self._done_decoding and wants_chunks:
-                self._decode_one_block()
+                self._take_one_block()
             self._collect()
             if self._done_decoding and not self._inflight and not (self._align and self._align.busy):
                 self._finish()
@@ -216,7 +228,7 @@ class FileJob:
             self.port.abort_request(req)
         if self._align:
             self._align.cancel()
-        self._close_blocks()
+        self._stop_reading()
         self.error, self.state = message, "failed"
 
     def requeue(self, gate: int) -> None:
@@ -225,8 +237,7 @@ class FileJob:
             self.port.abort_request(req)
         if self._align:
             self._align.cancel()
-        self._close_blocks()
-        self._blocks = self._chunker = None
+        self._stop_reading()
         self._inflight, self._align, self._segments = [], None, []
         self._answered.clear()
         self._decoded = self._transcribed = 0
@@ -239,7 +250,7 @@ class FileJob:
         self.state, self.retry_gate = "queued", gate
 
     def _open(self) -> None:
-        from engine.audio.decode import audio_info, stream_audio
+        from engine.pipelines.file_reader import ChunkMaker, InlineReader, ThreadedReader
 
         self.state, self.started_at = "running", time.monotonic()
         self.max_chunk_seconds = self._asked_chunk_seconds
@@ -249,62 +260,36 @@ class FileJob:
                               f"that the KV cache can hold them; raise the KV cache budget (--kv-cache-mb, or "
                               f"the app's Settings) for longer chunks")
             self.max_chunk_seconds = fitting
-        if self._samples is not None:
-            arr, step = self._samples, int(self.block_seconds * SAMPLE_RATE)
-            self.duration = len(arr) / SAMPLE_RATE
-            self._blocks = iter([arr[i:i + step] for i in range(0, len(arr), step)])
+        maker = ChunkMaker(self.source, self._samples, block_seconds=self.block_seconds,
+                           max_chunk_seconds=self.max_chunk_seconds, use_vad=self.use_vad,
+                           keep_regions=self.diarizer is not None)
+        if self.read_ahead:
+            self._reader = ThreadedReader(maker, self.read_ahead, self.wake)
         else:
-            info = audio_info(self.source)
-            self.duration = info.duration
-            self.audio_track = info.track if info.tracks > 1 else None
-            self._blocks = iter(stream_audio(self.source, block_seconds=self.block_seconds, notes=self.notes))
-        if self.use_vad:
-            from engine.audio.vad import SpeechDetector
-            from engine.audio.vad_stream import StreamingChunker
+            self._reader = InlineReader(maker)
+        self.duration, self.audio_track = self._reader.duration, self._reader.audio_track
 
-            self._chunker = StreamingChunker(SpeechDetector.shared(), max_chunk_s=self.max_chunk_seconds)
-        else:
-            self._pending_audio = []
-
-    def _decode_one_block(self) -> None:
-        block = next(self._blocks, None)
-        if block is None:
+    def _take_one_block(self) -> None:
+        block = self._reader.take()
+        if block is None:          # the reader is still at it: the engine steps on meanwhile
+            return
+        self.notes += block.notes
+        self._decoded += block.decoded
+        if block.last:
             self._done_decoding = True
-            self._close_blocks()
-            if self._decoded == 0:
-                raise ValueError(f"{self.source}: contains no audio samples")
-            header, self.duration = self.duration, self._decoded / SAMPLE_RATE
-            if self._samples is None and header and header - self.duration > max(1.0, 0.05 * header):
-                # the file shrank while it was read (or its header promises more than it holds)
-                self.notes.append(f"the file ended at {self.duration:.1f} s although its header says "
-                                  f"{header:.1f} s: it was truncated (or changed while being read); "
-                                  f"the transcript covers what could be read")
-            chunks = self._chunker.finish() if self._chunker else self._quiet_point_chunks()
-        else:
-            self._decoded += len(block)
-            if self._chunker:
-                chunks = self._chunker.push(block)
-            else:
-                self._pending_audio.append(block)
-                chunks = []
-        for chunk, samples in chunks:
+            self.duration = block.duration
+            self._reader = None    # the file is closed; the reader's buffers go
+        for chunk in block.chunks:
             if self.diarizer is not None:
                 t0 = time.perf_counter()
-                self.diarizer.add_chunk(samples, chunk.start, chunk.end, self._chunker)
+                self.diarizer.add_chunk(chunk.samples, chunk.start, chunk.end, chunk)   # its VAD regions
                 self.diarize_seconds += time.perf_counter() - t0
-            self._submit_chunk(chunk.start, chunk.end, samples, chunk.speech)
+            self._submit_chunk(chunk.start, chunk.end, chunk.samples, chunk.speech, chunk.features)
 
-    def _quiet_point_chunks(self):
-        from engine.audio.chunking import split_at_quiet_points
-        from engine.audio.vad import Chunk
-
-        audio = np.concatenate(self._pending_audio) if self._pending_audio else np.zeros(0, np.float32)
-        self._pending_audio = []
-        return [(Chunk(a, b), audio[a:b]) for a, b in split_at_quiet_points(audio, self.max_chunk_seconds)]
-
-    def _submit_chunk(self, start: int, end: int, samples: np.ndarray, speech=()) -> None:
+    def _submit_chunk(self, start: int, end: int, samples: np.ndarray, speech=(), features=None) -> None:
         req = self.port.add_request(self.port.make_request(samples, language=self.language, context=self.context,
-                                                           priority=self.priority), self._on_output)
+                                                           priority=self.priority, features=features),
+                                    self._on_output)
         islands = [(a / SAMPLE_RATE, b / SAMPLE_RATE) for a, b in speech] or [(start / SAMPLE_RATE, end / SAMPLE_RATE)]
         self._inflight.append((start, end, samples if self.word_timestamps else None, islands, req))
 
@@ -359,13 +344,14 @@ class FileJob:
             self.diarizer.label(self.transcript)
             self.diarize_seconds += time.perf_counter() - t0
         self.state = "done"
-        self._chunker = None
+        self._reader = None
         release_freed_memory()    # else the heap grows with the number of files (engine/serving/heap.py)
 
-    def _close_blocks(self) -> None:
-        if self._blocks is not None and hasattr(self._blocks, "close"):   # a decoder generator, not a list iterator
-            self._blocks.close()
-        self._blocks = iter(())
+    def _stop_reading(self) -> None:
+        """Stop the reader (a reader thread closes the file itself, between two blocks)."""
+        if self._reader is not None:
+            self._reader.stop()
+        self._reader = None
 
 
 def array_job(engine: EnginePort, samples: np.ndarray, name: str = "<array>", **kwargs) -> FileJob:

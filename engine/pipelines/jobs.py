@@ -9,6 +9,7 @@ the job layer too: its ``step()`` runs here when it ``has_work()``.
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Union
 
 from engine.pipelines.admission import FileAdmission
@@ -29,6 +30,7 @@ class JobLayer:
         self.admission = admission
         self.aligner = None
         self._jobs: list[Job] = []
+        self.wake = threading.Event()     # set by file readers when a block is ready (wait_for_readers)
 
     @property
     def jobs(self) -> list[Job]:
@@ -60,6 +62,14 @@ class JobLayer:
             self._advance(job, wants)     # the rest of the queue stays paths: no open file, no samples
         if self.aligner is not None and self.aligner.has_work():
             self.aligner.step()
+
+    def wait_for_readers(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds while started files wait for their readers and nothing
+        else is ready: an idle engine then sleeps instead of spinning against the readers."""
+        self.wake.clear()        # before looking: a block that comes after this still wakes the wait
+        if any(isinstance(job, FileJob) and job.awaiting_audio for job in self._jobs) and not (
+                self.aligner is not None and self.aligner.has_work()):
+            self.wake.wait(timeout)
 
     def _files(self) -> list[FileJob]:
         return [job for job in self._jobs if isinstance(job, FileJob)]

@@ -25,8 +25,9 @@ class EnginePort(Protocol):
     aligner: object             # the loaded forced aligner (engine.pipelines.aligner.Aligner) or None
 
     def make_request(self, audio, *, language=None, context: str = "", max_new_tokens: int | None = None,
-                     priority: int = 0) -> Request:
-        """A request for one clip (float32 16 kHz samples), not yet queued."""
+                     priority: int = 0, features=None) -> Request:
+        """A request for one clip (float32 16 kHz samples), not yet queued; ``features``: its
+        log-mel, when the caller computed it already (off the engine thread)."""
 
     def add_request(self, request: Request, on_output: OnOutput | None = None) -> Request:
         """Queue ``request``; its outputs go to ``on_output`` (the last one has ``finished``)."""

@@ -77,6 +77,9 @@ class EngineConfig:
     use_vad: bool = True               # cut files at silences (Silero VAD); else at quiet points
     max_decoding_files: int | None = None    # files open at once; None: 2 x max_prefill_rows
     max_waiting_tokens: int | None = None    # prompt tokens queued for prefill before files wait; None: 2 x max_step_tokens
+    # blocks (30 s each) a file's reader thread decodes, VAD-cuts and log-mels ahead of the engine;
+    # 0 reads on the engine thread between steps (same chunks; the steps wait for the reading)
+    file_read_ahead: int = 2
     stream: StreamDefaults = field(default_factory=StreamDefaults)
 
     def __post_init__(self):
@@ -91,6 +94,9 @@ class EngineConfig:
                              f"got {self.kv_cache_bytes!r:.40}")
         for name in ("block_size", "max_decoding_files", "max_waiting_tokens"):
             _positive_int(name, getattr(self, name), allow_none=True)
+        if isinstance(self.file_read_ahead, bool) or not isinstance(self.file_read_ahead, int) \
+                or self.file_read_ahead < 0:
+            raise ValueError(f"file_read_ahead must be a whole number of at least 0, got {self.file_read_ahead!r:.40}")
         for name in ("max_batch_size", "max_prefill_rows", "max_step_tokens", "background_prefill_tokens"):
             _positive_int(name, getattr(self, name))
         for name in ("reserve_after_steps", "background_window_steps", "background_window_s"):
