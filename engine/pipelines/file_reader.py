@@ -12,6 +12,8 @@ started files (``max_decoding``), a file's thread ends with its file, and one sl
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -156,7 +158,37 @@ class InlineReader:
         self.maker.close()
 
 
-_END = object()
+_running: set = set()              # readers whose thread has not ended (each thread removes its own)
+_running_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_readers_at_exit() -> None:
+    """A daemon thread still inside torch when the interpreter ends aborts the process
+    ("terminate called without an active exception"): stop and wait for the readers first."""
+    with _running_lock:
+        readers = list(_running)
+    for reader in readers:
+        reader.stop()
+    for reader in readers:
+        reader.join(timeout=30)
+
+
+def _one_openmp_thread() -> None:
+    """Give this thread's torch work (VAD, log-mel) one OpenMP thread, leaving the model's count alone.
+
+    ``torch.set_num_threads`` cannot do it: it also sets MKL's count for the whole process.
+    OpenMP's count is per thread, so it is set with libgomp's own call after torch has set this
+    thread's; elsewhere (another OpenMP runtime) the reader keeps torch's default. A reader with
+    its own team of two next to the model's on two cores read fewer blocks in the same time, and
+    the model was no faster for it (tests/bench/RESULTS.md, file reader)."""
+    import torch
+
+    torch.get_num_threads()          # torch sets this thread's OpenMP count on its first use
+    try:
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(1)   # the copy torch loaded, found by its name
+    except (OSError, AttributeError):
+        pass
 
 
 class ThreadedReader:
@@ -171,7 +203,10 @@ class ThreadedReader:
         self._stop = threading.Event()
         self._wake = wake
         self.opened = threading.Event()     # duration and track are known
+        # a daemon, so a job nobody finishes never holds the process open; stopped at exit
         self._thread = threading.Thread(target=self._run, name=f"read {maker.source}"[:60], daemon=True)
+        with _running_lock:
+            _running.add(self)
         self._thread.start()
 
     @property
@@ -213,6 +248,7 @@ class ThreadedReader:
 
     def _run(self) -> None:
         try:
+            _one_openmp_thread()
             self.maker.open()
             self.opened.set()
             while not self._stop.is_set():
@@ -224,6 +260,8 @@ class ThreadedReader:
             self._put(error)
         finally:
             self.maker.close()       # the file is closed on the thread that read it
+            with _running_lock:
+                _running.discard(self)
             if self._wake is not None:
                 self._wake.set()
 
