@@ -9,11 +9,15 @@ in memory), and ``InlineReader`` runs it on the caller's thread between engine s
 One thread per started file rather than one shared reader: admission already bounds the
 started files (``max_decoding``), a file's thread ends with its file, and one slow file
 (a network share, a long FFmpeg seek) cannot hold back the chunks of the others.
+
+The reader's torch work (Silero VAD, log-mel) keeps torch's thread count. ``torch.set_num_threads``
+cannot lower it for one thread (it sets MKL's count for the whole process); lowering only this
+thread's OpenMP count made the reader the bottleneck of a small model's file and did not make the
+model's steps measurably faster (tests/bench/RESULTS.md, "File reading off the engine thread").
 """
 from __future__ import annotations
 
 import atexit
-import ctypes
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -174,23 +178,6 @@ def _stop_readers_at_exit() -> None:
         reader.join(timeout=30)
 
 
-def _one_openmp_thread() -> None:
-    """Give this thread's torch work (VAD, log-mel) one OpenMP thread, leaving the model's count alone.
-
-    ``torch.set_num_threads`` cannot do it: it also sets MKL's count for the whole process.
-    OpenMP's count is per thread, so it is set with libgomp's own call after torch has set this
-    thread's; elsewhere (another OpenMP runtime) the reader keeps torch's default. A reader with
-    its own team of two next to the model's on two cores read fewer blocks in the same time, and
-    the model was no faster for it (tests/bench/RESULTS.md, file reader)."""
-    import torch
-
-    torch.get_num_threads()          # torch sets this thread's OpenMP count on its first use
-    try:
-        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(1)   # the copy torch loaded, found by its name
-    except (OSError, AttributeError):
-        pass
-
-
 class ThreadedReader:
     """Runs a ChunkMaker on its own thread, at most ``ahead`` blocks ahead of ``take()``.
 
@@ -248,7 +235,6 @@ class ThreadedReader:
 
     def _run(self) -> None:
         try:
-            _one_openmp_thread()
             self.maker.open()
             self.opened.set()
             while not self._stop.is_set():
