@@ -141,3 +141,13 @@ def test_read_ahead_setting_is_checked_and_reaches_file_jobs(eng, tiny_model_dir
     assert job.read_ahead == eng.settings.file_read_ahead == 2
     job.cancel()
     eng.step()
+
+
+def test_features_made_elsewhere_must_fit_the_clip(eng):
+    from engine.network.features import log_mel
+
+    clip = np.zeros(2 * SR, np.float32)
+    req = eng.make_request(clip, features=log_mel(clip))
+    assert torch.equal(req.features, log_mel(clip))
+    with pytest.raises(ValueError, match="do not fit"):
+        eng.make_request(clip, features=log_mel(clip[:SR]))
