@@ -206,3 +206,38 @@ def test_an_input_that_fails_keeps_the_lines_and_a_complete_recording_and_says_w
     assert _lines(live.captions) == ["0:00  second 1", "0:01  second 2"]
     recorded, _ = sf.read(str(live.recording_path), dtype="float32")
     assert len(recorded) == len(source.audio), "every sample heard before the failure is in the WAV"
+
+
+def test_a_corrected_speaker_redraws_its_line_and_nothing_else(qtbot):
+    """Live speaker labels may move an early utterance to another speaker as more speech arrives:
+    that line shows the new label in place; the other lines and the tentative text stay."""
+    from types import SimpleNamespace
+
+    from app.backend.worker import EngineWorker, _StreamState
+    from app.live.caption_view import CaptionView
+
+    segs = [Segment(0.0, 1.0, "Good morning."), Segment(1.5, 2.5, ""), Segment(3.0, 4.0, "Come here.")]
+    segs[0].speaker, segs[2].speaker = "S1", "S1"
+    changes = []
+    stream = SimpleNamespace(committed=segs, tentative="we start", speakers=SimpleNamespace(changes=changes))
+    worker = EngineWorker()
+    events = []
+    worker.stream_captions.connect(lambda sid, ev: events.append(ev))
+    state = _StreamState(stream)
+    worker._send_captions(7, state)
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.update_captions(events[-1].segments, events[-1].tentative, events[-1].relabelled)
+    assert _lines(view) == ["0:00  S1: Good morning.", "0:03  S1: Come here.", "we start"]
+
+    segs[2].speaker = "S2"                   # what LiveSpeakers does in the engine thread
+    changes.append(SimpleNamespace(index=2, old="S1", new="S2"))
+    worker._send_captions(7, state)
+    assert events[-1].relabelled == (2,) and events[-1].segments == ()
+    view.update_captions(events[-1].segments, events[-1].tentative, events[-1].relabelled)
+    assert _lines(view) == ["0:00  S1: Good morning.", "0:03  S2: Come here.", "we start"]
+
+    view.update_captions([Segment(5.0, 6.0, "Not today.")], "")
+    assert _lines(view)[-1] == "0:05  Not today."
+    view.set_show_times(False)
+    assert _lines(view) == ["S1: Good morning.", "S2: Come here.", "Not today."]

@@ -67,18 +67,22 @@ class CaptionEvent:
 
     ``segments`` are the ones committed since then, in order; ``first`` is the index of the first
     of them in the session (so a receiver can tell it has every segment, each once);
-    ``tentative`` is the whole uncommitted text now, replacing the last event's.
+    ``tentative`` is the whole uncommitted text now, replacing the last event's; ``relabelled``
+    the session indices of segments sent before whose speaker label was corrected since (live
+    speaker labels, engine.pipelines.live_speakers): the receiver redraws those lines.
     """
 
     first: int
     segments: tuple
     tentative: str
+    relabelled: tuple = ()
 
 
 @dataclass
 class _StreamState:
     stream: Any
     committed_count: int = 0        # segments of stream.committed sent so far
+    changes_seen: int = 0           # speaker corrections (stream.speakers.changes) looked at so far
     tentative: str = ""
     lag: int = 0                    # whole seconds the stream's text is behind its audio, as last sent
     extra: dict = field(default_factory=dict)
@@ -364,10 +368,15 @@ class EngineWorker(QObject):
         committed = st.stream.committed        # only grows (Stream's contract)
         count = len(committed)
         tentative = st.stream.tentative or ""
-        if count == st.committed_count and tentative == st.tentative:
+        changes = getattr(st.stream, "speakers", None)
+        changes = changes.changes[st.changes_seen:] if changes is not None else []
+        st.changes_seen += len(changes)
+        # corrections of lines not sent yet need nothing: those segments go out with their new label
+        relabelled = tuple(sorted({c.index for c in changes if c.index < st.committed_count}))
+        if count == st.committed_count and tentative == st.tentative and not relabelled:
             return
         new = tuple(committed[st.committed_count:count])
-        event = CaptionEvent(st.committed_count, new, tentative)
+        event = CaptionEvent(st.committed_count, new, tentative, relabelled)
         st.committed_count, st.tentative = count, tentative
         self.stream_captions.emit(stream_id, event)
 

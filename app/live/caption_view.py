@@ -31,6 +31,7 @@ class CaptionView(QTextBrowser):
         self.document().setUndoRedoEnabled(False)   # read-only text: an undo stack would only grow
         self.show_times = True
         self.segments: list = []        # the committed segments shown, in order
+        self._lines: list = []          # parallel: the document block number of each one's line, or None
         self._tentative = ""
         self._committed_end = 0         # document position where the tentative line starts
         self._plain = QTextCharFormat()
@@ -45,15 +46,19 @@ class CaptionView(QTextBrowser):
         self._block.setBottomMargin(LINE_GAP_PX)
 
     # -- what the window calls ------------------------------------------------------------
-    def update_captions(self, segments, tentative: str) -> None:
-        """Append the newly committed ``segments`` and show ``tentative`` as the last line."""
+    def update_captions(self, segments, tentative: str, relabelled=()) -> None:
+        """Append the newly committed ``segments``, show ``tentative`` as the last line, and redraw
+        the lines of the shown segments at the indices ``relabelled`` (a corrected speaker)."""
         follow = self._at_bottom()
         cursor = QTextCursor(self.document())
         cursor.beginEditBlock()
         self._remove_tentative(cursor)
+        for index in relabelled:
+            self._redraw_line(index)
+        cursor.movePosition(QTextCursor.MoveOperation.End)   # a redrawn line may have changed length
         for seg in segments:
             self.segments.append(seg)
-            self._insert_line(cursor, seg)
+            self._lines.append(self._insert_line(cursor, seg))
         self._committed_end = cursor.position()
         self._tentative = tentative or ""
         self._insert_tentative(cursor)
@@ -68,7 +73,7 @@ class CaptionView(QTextBrowser):
             self._rebuild()
 
     def clear_captions(self) -> None:
-        self.segments, self._tentative, self._committed_end = [], "", 0
+        self.segments, self._lines, self._tentative, self._committed_end = [], [], "", 0
         self.clear()
 
     @property
@@ -90,11 +95,23 @@ class CaptionView(QTextBrowser):
         parts.append((seg.text.strip(), self._plain))
         return parts
 
-    def _insert_line(self, cursor: QTextCursor, seg) -> None:
+    def _insert_line(self, cursor: QTextCursor, seg) -> int | None:
+        """Write ``seg``'s line at the end; its block number, or None for an empty segment."""
         if not seg.text.strip():
-            return
+            return None
         self._start_block(cursor)
         for text, fmt in self.line_parts(seg):
+            cursor.insertText(text, fmt)
+        return cursor.blockNumber()
+
+    def _redraw_line(self, index: int) -> None:
+        """Write the line of shown segment ``index`` again in place (one block; nothing else moves)."""
+        if not 0 <= index < len(self._lines) or self._lines[index] is None:
+            return
+        cursor = QTextCursor(self.document().findBlockByNumber(self._lines[index]))
+        cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        for text, fmt in self.line_parts(self.segments[index]):
             cursor.insertText(text, fmt)
 
     def _start_block(self, cursor: QTextCursor) -> None:

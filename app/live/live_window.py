@@ -310,7 +310,7 @@ class LiveWindow(QWidget):
         self.committed_segments.extend(new)
         self.committed.extend(seg.text for seg in new)
         self.tentative = event.tentative
-        self.captions.update_captions(new, event.tentative)
+        self.captions.update_captions(new, event.tentative, event.relabelled)
 
     def _stream_lag(self, stream_id: int, seconds: float):
         if stream_id == self.stream_id:
