@@ -8,14 +8,14 @@ only the words are stand-ins (every 2 s of audio is one segment).
 """
 from __future__ import annotations
 
+import fake_engine
 import numpy as np
 import pytest
 import soundfile as sf
+from app_fixtures import data_dir, open_main_window  # noqa: F401  (pytest finds fixtures by name)
 from conversations import make_conversation, write_wav
 from speaker_weights import ge2e_weights
 
-import fake_engine
-from app_fixtures import data_dir, open_main_window  # noqa: F401  (pytest finds fixtures by name)
 from app.backend.engine_client import EngineClient
 from engine.text.types import Segment, Transcript
 
@@ -214,3 +214,34 @@ def test_voices_survive_the_transcript_round_trip_and_stay_out_of_exports():
     back = Transcript.from_dict(t.to_dict())
     assert back.voices == {"S1": [0.5] * 256} and Transcript.from_dict({"text": ""}).voices == {}
     assert "0.5" not in to_json(t)
+
+
+def test_voice_match_setting_and_a_damaged_profiles_file(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app import settings as S
+    from app.settings import Settings
+    from app.settings.settings_dialog import SettingsDialog
+    from app.transcript.speaker_names import SpeakerNamer
+    from app.transcript.speaker_setup import voice_match_setting
+    from engine import DEFAULT_MATCH_THRESHOLD
+
+    qs = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    settings = Settings(qs)
+    assert voice_match_setting(settings) == DEFAULT_MATCH_THRESHOLD == S.VOICE_MATCH.default
+    dialog = SettingsDialog(settings)
+    qtbot.addWidget(dialog)
+    dialog.voice_match_spin.setValue(0.85)
+    dialog.save()
+    assert voice_match_setting(settings) == 0.85
+    qs.setValue(S.VOICE_MATCH.name, "7")                                 # hand-edited: the default
+    assert voice_match_setting(settings) == DEFAULT_MATCH_THRESHOLD
+    with pytest.raises(ValueError):
+        SpeakerNamer(tmp_path / "v.json", threshold=0)
+
+    (tmp_path / "v.json").write_text("{not json", encoding="utf-8")
+    namer = SpeakerNamer(tmp_path / "v.json")
+    t = Transcript("", None, 0.0, [], speaker_names={"S1": "Alice"}, voices={"S1": [1.0, 0.0]})
+    assert namer.remember(t, "S1") == "Alice" and "could not be read" in namer.problem
+    assert (tmp_path / "v.damaged.json").read_text(encoding="utf-8") == "{not json"   # nothing lost
+    assert SpeakerNamer(tmp_path / "v.json").is_remembered("Alice")

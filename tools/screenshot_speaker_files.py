@@ -19,22 +19,22 @@ repo = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(repo), str(repo / "tests")]
 out = sys.argv[1]
 
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtWidgets import QApplication
 
 app = QApplication([])
 
-import test_app_speaker_files as double  # noqa: E402
-from conversations import make_conversation, write_wav  # noqa: E402
-from speaker_weights import ge2e_weights  # noqa: E402
+import test_app_speaker_files as double
+from conversations import make_conversation, write_wav
+from speaker_weights import ge2e_weights
 
-from app import settings as S  # noqa: E402
-from app.backend.engine_client import EngineClient  # noqa: E402
-from app.history import History  # noqa: E402
-from app.main_window import MainWindow  # noqa: E402
-from app.paths import history_file  # noqa: E402
-from app.queue.queue_model import COL_SPEAKERS  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from engine.pipelines.diarize import GE2EEmbedder  # noqa: E402
+from app import settings as S
+from app.backend.engine_client import EngineClient
+from app.history import History
+from app.main_window import MainWindow
+from app.paths import history_file
+from app.queue.queue_model import COL_SPEAKERS
+from app.settings import Settings
+from engine.pipelines.diarize import GE2EEmbedder
 
 
 def pump(until=lambda: False, timeout=60.0):

@@ -198,6 +198,9 @@ class QueueController(QObject):
                 self.speaker_namer.name(transcript, self.history.get_transcript(job_id))
             except Exception:                 # names are a convenience: the transcript is saved anyway
                 log.exception("naming the speakers of file %s failed", job_id)
+            problem, self.speaker_namer.problem = self.speaker_namer.problem, ""
+            if problem:                       # a damaged voice profiles file, moved aside
+                self.message.emit(problem)
         self.history.save_transcript(job_id, transcript)  # durable before anything else
         self.partials.pop(job_id, None)
         item = self.model.update(job_id, state="done", progress=1.0, eta=0.0, transcript=transcript)
