@@ -161,6 +161,8 @@ class MainWindow(ExportCommands, QMainWindow):
         self.remove_action = self._action("Remove", self.remove_selected)
         self.context_action = self._action("Context…", lambda: self.queue_panel.edit_context(), None,
                                            "Names, terms or a topic that help recognition")
+        self.speakers_action = self._action("Speakers…", lambda: self.queue_panel.edit_speakers(), None,
+                                            "Label who speaks in the selected files (Off, Automatic, 1-8)")
         self.export_menu = QMenu("Export", self)
         self.export_actions = []
         for choice in CHOICES:
@@ -251,9 +253,15 @@ class MainWindow(ExportCommands, QMainWindow):
         self.queue.job_done.connect(self._job_done)
         self.queue.job_changed.connect(self._job_changed)
         worker = self.client.worker
-        from app.transcript.speaker_setup import speakers_setting
+        from app.transcript.speaker_setup import speaker_choice, speakers_setting, voice_match_setting
+        from app.transcript.speaker_names import SpeakerNamer
 
         worker.speakers = speakers_setting(self.settings)
+        self.queue.speakers = speaker_choice(worker.speakers)     # each new file's own choice
+        # renames carried to re-runs and remembered voices (voice_profiles.json in the data folder)
+        self.speaker_namer = SpeakerNamer(threshold=voice_match_setting(self.settings))
+        self.queue.speaker_namer = self.speaker_namer
+        self.transcript_view.speakers.namer = self.speaker_namer
         worker.model_loading.connect(self._model_loading)
         worker.model_loaded.connect(self._model_loaded)
         worker.model_failed.connect(self._model_failed)
@@ -486,6 +494,8 @@ class MainWindow(ExportCommands, QMainWindow):
         if states & set(EDITABLE_STATES):
             out.append(self.context_action)
         out.append(self.remove_action)
+        if states & {*EDITABLE_STATES, "done"}:
+            out.append(self.speakers_action)
         if "done" in states:
             out.append(self.export_menu.menuAction())
         return out
@@ -596,6 +606,10 @@ class MainWindow(ExportCommands, QMainWindow):
         from app.transcript.speaker_setup import speakers_setting
 
         self.client.worker.speakers = speakers_setting(self.settings)   # files queued from now on
+        from app.transcript.speaker_setup import speaker_choice, voice_match_setting
+
+        self.queue.speakers = speaker_choice(self.client.worker.speakers)
+        self.speaker_namer.threshold = voice_match_setting(self.settings)
         self.history_actions.prune_recordings()
         if hasattr(self, "watch_folder"):
             self.watch_folder.configure()

@@ -17,7 +17,10 @@ __version__ = "0.1.0"
 _LAZY = {"Engine": "engine.api", "load": "engine.api", "Request": "engine.serving.request",
          "RequestOutput": "engine.serving.request", "Aligner": "engine.pipelines.aligner",
          "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job",
-         "EngineConfig": "engine.serving.config", "StreamDefaults": "engine.serving.config"}
+         "EngineConfig": "engine.serving.config", "StreamDefaults": "engine.serving.config",
+         # speaker names from voices (numpy only): the app's re-runs and voice profiles
+         "VoiceProfiles": "engine.pipelines.speaker_profiles", "carry_names": "engine.pipelines.speaker_profiles",
+         "DEFAULT_MATCH_THRESHOLD": "engine.pipelines.speaker_profiles"}
 
 
 def __getattr__(name):
@@ -34,4 +37,4 @@ def load_aligner(aligner_dir, device=None, dtype=None):
 
 
 __all__ = ["Engine", "EngineConfig", "StreamDefaults", "load", "load_aligner", "Aligner", "Stream", "FileJob", "Request", "RequestOutput",
-           "Segment", "Transcript", "Word", "AudioLoadError", "CheckpointError", "__version__"]
+           "VoiceProfiles", "carry_names", "DEFAULT_MATCH_THRESHOLD", "Segment", "Transcript", "Word", "AudioLoadError", "CheckpointError", "__version__"]

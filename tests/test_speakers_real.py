@@ -35,6 +35,8 @@ def test_every_segment_and_word_has_a_speaker(labelled):
     assert t.segments and all(s.speaker for s in t.segments)
     assert all(w.speaker == s.speaker for s in t.segments for w in s.words)
     assert {s.speaker for s in t.segments} == {"S1", "S2", "S3"}
+    # each label's voice travels with the transcript (renames follow it on a re-run)
+    assert sorted(t.voices) == ["S1", "S2", "S3"] and all(len(v) == 256 for v in t.voices.values())
 
 
 def test_speaker_turns_are_found_within_half_a_second(labelled):

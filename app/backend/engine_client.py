@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class EngineClient(QObject):
     # Requests, each connected to the worker slot of the same name (queued across threads).
     _load_model = Signal(str, str, str, str, int, str)
-    _add_file = Signal(int, str, str, str, bool, int)
+    _add_file = Signal(int, str, str, str, bool, int, str)
     _cancel_job = Signal(int)
     _open_stream = Signal(int, str, str)
     _feed_stream = Signal(int, object)
@@ -70,10 +70,11 @@ class EngineClient(QObject):
         return self.worker.hardware
 
     def add_file(self, job_id: int, path, language: str | None = None, context: str = "",
-                 word_timestamps: bool = False, max_chunk_seconds: int = 0):
-        """``max_chunk_seconds`` 0 leaves the chunk length to the engine."""
+                 word_timestamps: bool = False, max_chunk_seconds: int = 0, speakers: str = ""):
+        """``max_chunk_seconds`` 0 leaves the chunk length to the engine; ``speakers`` "off", "auto"
+        or a count for this file ("": the worker's Settings default)."""
         self._add_file.emit(job_id, str(path), language or "", context or "", bool(word_timestamps),
-                            int(max_chunk_seconds or 0))
+                            int(max_chunk_seconds or 0), speakers or "")
 
     def cancel_job(self, job_id: int):
         self._cancel_job.emit(job_id)

@@ -53,6 +53,7 @@ class _Request:
     context: str
     word_timestamps: bool
     max_chunk_seconds: int | None = None   # None = the engine's default
+    speakers: str = ""                     # "off", "auto" or a count; "": the worker's ``speakers``
     job: Any = None
     started_at: float | None = None
     reported_progress: float = -1.0
@@ -158,11 +159,11 @@ class EngineWorker(QObject):
                                _device_label(new_engine))
         self._kick()
 
-    @Slot(int, str, str, str, bool, int)
+    @Slot(int, str, str, str, bool, int, str)
     def add_file(self, job_id: int, path: str, language: str = "", context: str = "",
-                 word_timestamps: bool = False, max_chunk_seconds: int = 0):
+                 word_timestamps: bool = False, max_chunk_seconds: int = 0, speakers: str = ""):
         self._requests[job_id] = _Request(path, language or None, context or "", word_timestamps,
-                                          max_chunk_seconds or None)
+                                          max_chunk_seconds or None, speakers or "")
         self._submit_pending()
         self._kick()
 
@@ -254,10 +255,12 @@ class EngineWorker(QObject):
                 continue
             try:
                 extra = {}
-                if self.speakers is not None:     # app/speaker_setup.py: the model from the data folder
-                    from app.transcript.speaker_setup import prepare_speakers
+                from app.transcript.speaker_setup import prepare_speakers, speakers_option
 
-                    extra["speakers"] = prepare_speakers(self.engine, self.speakers)
+                # the file's own choice, else the Settings default; the model from the data folder
+                speakers = speakers_option(request.speakers) if request.speakers else self.speakers
+                if speakers is not None:
+                    extra["speakers"] = prepare_speakers(self.engine, speakers)
                 request.job = self.engine.submit_file(
                     request.path, language=request.language, context=request.context,
                     word_timestamps=request.word_timestamps,

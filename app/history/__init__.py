@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS files (
     context TEXT NOT NULL DEFAULT '',
     added_at REAL NOT NULL,
     finished_at REAL,
-    error TEXT
+    error TEXT,
+    speakers TEXT
 );
 CREATE TABLE IF NOT EXISTS transcripts (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
@@ -62,6 +63,7 @@ class FileRecord:
     added_at: float
     finished_at: float | None
     error: str | None
+    speakers: str | None = None   # "off", "auto" or a count; None: the Settings default (older entries)
 
 
 @dataclass
@@ -100,6 +102,9 @@ class History:
             # deleted rows are overwritten, not left readable in free pages (recordings are private)
             self._db.execute("PRAGMA secure_delete=ON")
             self._db.executescript(_SCHEMA)
+            columns = {r["name"] for r in self._db.execute("PRAGMA table_info(files)")}
+            if "speakers" not in columns:     # a database from before per-file speaker counts
+                self._db.execute("ALTER TABLE files ADD COLUMN speakers TEXT")
             # every transcript's versions; a database from before them is migrated in place
             self.versions = TranscriptVersions(self._db)
             self.versions.migrate()
@@ -114,10 +119,10 @@ class History:
         self._db.close()
 
     # -- files ---------------------------------------------------------------
-    def add_file(self, path, language: str | None = None, context: str = "") -> int:
+    def add_file(self, path, language: str | None = None, context: str = "", speakers: str | None = None) -> int:
         cur = self._db.execute(
-            "INSERT INTO files (path, state, language, context, added_at) VALUES (?, 'queued', ?, ?, ?)",
-            (str(path), language or None, context or "", time.time()))
+            "INSERT INTO files (path, state, language, context, added_at, speakers) "
+            "VALUES (?, 'queued', ?, ?, ?, ?)", (str(path), language or None, context or "", time.time(), speakers))
         return int(cur.lastrowid)
 
     def get_file(self, file_id: int) -> FileRecord | None:
@@ -134,6 +139,10 @@ class History:
     def set_options(self, file_id: int, language: str | None, context: str) -> None:
         self._db.execute("UPDATE files SET language = ?, context = ? WHERE id = ?",
                          (language or None, context or "", file_id))
+
+    def set_speakers(self, file_id: int, speakers: str | None) -> None:
+        """The file's speaker count: "off", "auto" or a count (app.transcript.speaker_setup)."""
+        self._db.execute("UPDATE files SET speakers = ? WHERE id = ?", (speakers, file_id))
 
     def unfinished(self) -> list[FileRecord]:
         """Files that were queued or running when the app last stopped, oldest first."""
@@ -349,7 +358,8 @@ def resolved_path(path) -> str:
 def _file(row: sqlite3.Row) -> FileRecord:
     return FileRecord(id=row["id"], path=row["path"], state=row["state"],
                       language=row["language"], context=row["context"] or "",
-                      added_at=row["added_at"], finished_at=row["finished_at"], error=row["error"])
+                      added_at=row["added_at"], finished_at=row["finished_at"], error=row["error"],
+                      speakers=row["speakers"] if "speakers" in row.keys() else None)
 
 
 # Modules other screens may import besides this one; the rest are this screen's own

@@ -29,8 +29,14 @@ class QueueController(QObject):
         self.parallel = max(1, parallel)
         self.word_timestamps = False
         self.max_chunk_seconds = 0       # 0 = the engine's default
+        # new files' speaker count (Settings): "off", "auto" or a count; None: the worker's default
+        self.speakers: str | None = None
+        # names a finished transcript's speakers from the last run's renames and remembered voices
+        # (app.transcript.speaker_names.SpeakerNamer; None: left as labelled)
+        self.speaker_namer = None
         self.model = QueueModel(self)
         self.model.options_edited.connect(self._options_edited)
+        self.model.speakers_chosen.connect(self._speakers_chosen)
         self._duration_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durations")
         self._duration_read.connect(self._set_duration)
         worker = client.worker
@@ -44,11 +50,14 @@ class QueueController(QObject):
         worker.job_cancelled.connect(self._cancelled)
 
     # -- adding ------------------------------------------------------------------------------
-    def add_files(self, paths, language: str | None = None, context: str = "") -> list[int]:
+    def add_files(self, paths, language: str | None = None, context: str = "",
+                  speakers: str | None = None) -> list[int]:
+        """Queue ``paths``; ``speakers`` ("off", "auto", a count) defaults to ``self.speakers``."""
         ids = []
+        speakers = speakers or self.speakers
         for path in paths:
-            job_id = self.history.add_file(str(path), language, context)
-            self.model.add(QueueItem(job_id, str(path), language or None, context or ""))
+            job_id = self.history.add_file(str(path), language, context, speakers)
+            self.model.add(QueueItem(job_id, str(path), language or None, context or "", speakers))
             ids.append(job_id)
         if ids:
             self.message.emit(f"Added {len(ids)} file{'s' if len(ids) != 1 else ''}")
@@ -61,7 +70,7 @@ class QueueController(QObject):
         ids = []
         for rec in records:
             self.history.set_state(rec.id, "queued")
-            self.model.add(QueueItem(rec.id, rec.path, rec.language, rec.context))
+            self.model.add(QueueItem(rec.id, rec.path, rec.language, rec.context, rec.speakers))
             ids.append(rec.id)
         self._read_durations(ids)
         self.dispatch()
@@ -101,7 +110,7 @@ class QueueController(QObject):
             self.history.set_state(item.job_id, "queued")
             self.model.update(item.job_id, state="queued", progress=0.0, eta=-1.0, error=None)
             self.client.add_file(item.job_id, item.path, item.language, item.context,
-                                 self.word_timestamps, self.max_chunk_seconds)
+                                 self.word_timestamps, self.max_chunk_seconds, item.speakers or "")
 
     # -- user actions ----------------------------------------------------------------------
     def cancel(self, job_ids) -> None:
@@ -156,6 +165,13 @@ class QueueController(QObject):
             self.message.emit(f"Transcribing {item.name} again in {language or 'a detected language'}")
             self.transcribe_again([job_id])
 
+    def _speakers_chosen(self, job_id: int, speakers: str):
+        self.history.set_speakers(job_id, speakers)
+        item = self.model.item(job_id)
+        if item is not None and item.state == "done":   # a finished file's new speaker count
+            self.message.emit(f"Transcribing {item.name} again with speakers: {speakers}")
+            self.transcribe_again([job_id])
+
     # -- engine results ------------------------------------------------------------------------
     def _changed(self, job_id: int, **changes):
         item = self.model.item(job_id)
@@ -177,6 +193,14 @@ class QueueController(QObject):
             self.job_changed.emit(job_id)
 
     def _finished(self, job_id: int, transcript):
+        if self.speaker_namer is not None:    # before saving: the names are part of the result
+            try:
+                self.speaker_namer.name(transcript, self.history.get_transcript(job_id))
+            except Exception:                 # names are a convenience: the transcript is saved anyway
+                log.exception("naming the speakers of file %s failed", job_id)
+            problem, self.speaker_namer.problem = self.speaker_namer.problem, ""
+            if problem:                       # a damaged voice profiles file, moved aside
+                self.message.emit(problem)
         self.history.save_transcript(job_id, transcript)  # durable before anything else
         self.partials.pop(job_id, None)
         item = self.model.update(job_id, state="done", progress=1.0, eta=0.0, transcript=transcript)

@@ -11,14 +11,16 @@ from pathlib import Path
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 
+from app.transcript.speaker_setup import speaker_choice, speaker_choice_text
 from app.widgets.theme import state_color
 
-COL_NAME, COL_DURATION, COL_LANGUAGE, COL_CONTEXT, COL_STATUS, COL_PROGRESS = range(6)
-HEADERS = ("File", "Length", "Language", "Context", "Status", "Progress")
+COL_NAME, COL_DURATION, COL_LANGUAGE, COL_CONTEXT, COL_STATUS, COL_PROGRESS, COL_SPEAKERS = range(7)
+# Speakers is the last column here (the view shows it after Language), so older column numbers hold.
+HEADERS = ("File", "Length", "Language", "Context", "Status", "Progress", "Speakers")
 IN_FLIGHT = ("queued", "running")
 FINISHED = ("done", "failed", "cancelled")
 EDITABLE_STATES = ("waiting", "failed", "cancelled")
-# A finished file's language can change too: that transcribes it again in the new language.
+# A finished file's language or speaker count can change too: that transcribes it again with it.
 LANGUAGE_STATES = EDITABLE_STATES + ("done",)
 STATUS_TEXT = {"waiting": "Waiting", "queued": "Starting", "running": "Transcribing",
                "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
@@ -31,6 +33,7 @@ class QueueItem:
     path: str
     language: str | None = None
     context: str = ""
+    speakers: str | None = None   # "off", "auto" or a count; None: the worker's Settings default
     state: str = "waiting"
     duration: float | None = None
     progress: float = 0.0
@@ -59,6 +62,7 @@ def format_duration(seconds: float | None) -> str:
 
 class QueueModel(QAbstractTableModel):
     options_edited = Signal(int, object, str)  # job id, language (None = detect), context
+    speakers_chosen = Signal(int, str)         # job id, "off", "auto" or a count
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -97,6 +101,8 @@ class QueueModel(QAbstractTableModel):
                 return item.language or ""
             if col == COL_CONTEXT:
                 return item.context
+            if col == COL_SPEAKERS:
+                return item.speakers or "off"
         if role == Qt.ItemDataRole.ForegroundRole and col == COL_STATUS:
             return state_color(item.state)
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -104,10 +110,12 @@ class QueueModel(QAbstractTableModel):
                 return item.path
             if item.error:
                 return item.error
-            if col in (COL_LANGUAGE, COL_CONTEXT) and item.state in EDITABLE_STATES:
+            if col in (COL_LANGUAGE, COL_CONTEXT, COL_SPEAKERS) and item.state in EDITABLE_STATES:
                 return "Double-click to change before the file starts"
             if col == COL_LANGUAGE and item.state == "done":
                 return "Double-click to transcribe again in another language"
+            if col == COL_SPEAKERS and item.state == "done":
+                return "Double-click to transcribe again with another number of speakers"
         return None
 
     def _display(self, item: QueueItem, col: int):
@@ -120,6 +128,8 @@ class QueueModel(QAbstractTableModel):
             return item.language or (f"{detected} (auto)" if detected else "Auto")
         if col == COL_CONTEXT:
             return item.context
+        if col == COL_SPEAKERS:
+            return speaker_choice_text(item.speakers) if item.speakers else "Default"
         if col == COL_STATUS:
             if item.state == "done" and not has_speech(item.transcript):
                 return "No speech"
@@ -131,9 +141,9 @@ class QueueModel(QAbstractTableModel):
     def flags(self, index):
         base = super().flags(index)
         item = self.items[index.row()] if index.isValid() else None
-        if item and index.column() in (COL_LANGUAGE, COL_CONTEXT) and item.state in EDITABLE_STATES:
+        if item and index.column() in (COL_LANGUAGE, COL_CONTEXT, COL_SPEAKERS) and item.state in EDITABLE_STATES:
             return base | Qt.ItemFlag.ItemIsEditable
-        if item and index.column() == COL_LANGUAGE and item.state in LANGUAGE_STATES:
+        if item and index.column() in (COL_LANGUAGE, COL_SPEAKERS) and item.state in LANGUAGE_STATES:
             return base | Qt.ItemFlag.ItemIsEditable
         return base
 
@@ -141,7 +151,7 @@ class QueueModel(QAbstractTableModel):
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
         item = self.items[index.row()]
-        allowed = LANGUAGE_STATES if index.column() == COL_LANGUAGE else EDITABLE_STATES
+        allowed = LANGUAGE_STATES if index.column() in (COL_LANGUAGE, COL_SPEAKERS) else EDITABLE_STATES
         if item.state not in allowed:
             return False
         if index.column() == COL_LANGUAGE:
@@ -150,6 +160,14 @@ class QueueModel(QAbstractTableModel):
             item.language = str(value) or None
         elif index.column() == COL_CONTEXT:
             item.context = str(value)
+        elif index.column() == COL_SPEAKERS:
+            choice = speaker_choice(value)             # ValueError for a bad value: a caller's bug
+            if item.state == "done" and choice == (item.speakers or "off"):
+                return False   # the same count: nothing to do again
+            item.speakers = choice
+            self._row_changed(index.row())
+            self.speakers_chosen.emit(item.job_id, item.speakers)
+            return True
         else:
             return False
         self._row_changed(index.row())

@@ -28,6 +28,7 @@ from app.queue.queue_model import (
     COL_LANGUAGE,
     COL_NAME,
     COL_PROGRESS,
+    COL_SPEAKERS,
     COL_STATUS,
     EDITABLE_STATES,
     IN_FLIGHT,
@@ -114,6 +115,31 @@ class LanguageDelegate(QStyledItemDelegate):
         editor.setGeometry(rect)
 
 
+class SpeakersDelegate(QStyledItemDelegate):
+    """The Speakers cell's editor: Off / Automatic count / 1-8 speakers (as in Settings)."""
+
+    def createEditor(self, parent, option, index):
+        from app.transcript.speaker_setup import speaker_count_combo
+
+        combo = speaker_count_combo(index.data(Qt.ItemDataRole.EditRole))
+        combo.setParent(parent)
+        combo.setToolTip("Label who speaks in this file: off, a count found from the voices, or a count you know")
+        return combo
+
+    def setEditorData(self, editor, index):
+        from app.transcript.speaker_setup import set_speaker_choice
+
+        set_speaker_choice(editor, index.data(Qt.ItemDataRole.EditRole))
+
+    def setModelData(self, editor, model, index):
+        model.setData(index, editor.currentData(), Qt.ItemDataRole.EditRole)
+
+    def updateEditorGeometry(self, editor, option, index):  # noqa: N802
+        rect = option.rect
+        rect.setWidth(max(rect.width(), editor.sizeHint().width()))
+        editor.setGeometry(rect)
+
+
 STARTING_TEXT = "Starting…"                 # a queued file's bar until its first progress
 LOADING_MODEL_TEXT = "Loading the model…"   # the bar's wait text while the model loads
 LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
@@ -144,6 +170,8 @@ class QueueTable(QTableView):
         self._language_delegate = LanguageDelegate(self)
         self.setItemDelegateForColumn(COL_PROGRESS, self._progress_delegate)
         self.setItemDelegateForColumn(COL_LANGUAGE, self._language_delegate)
+        self._speakers_delegate = SpeakersDelegate(self)
+        self.setItemDelegateForColumn(COL_SPEAKERS, self._speakers_delegate)
         header = self.horizontalHeader()
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
         metrics = self.fontMetrics()
@@ -157,20 +185,26 @@ class QueueTable(QTableView):
         progress = max(metrics.horizontalAdvance(text) for text in PROGRESS_TEXTS) + 20
         # Status fits its longest word: at 90 px every running row read "Tran…bing".
         status = max(metrics.horizontalAdvance(text) for text in STATUS_TEXT.values()) + cell
+        speakers = metrics.horizontalAdvance("Speakers") + cell   # the header; cells say "Auto", "3"
         for col, width in ((COL_DURATION, 60), (COL_LANGUAGE, language), (COL_CONTEXT, 70),
-                           (COL_STATUS, status), (COL_PROGRESS, progress)):
+                           (COL_STATUS, status), (COL_PROGRESS, progress), (COL_SPEAKERS, speakers)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.setColumnWidth(col, width)
+        header.moveSection(header.visualIndex(COL_SPEAKERS), header.visualIndex(COL_LANGUAGE) + 1)
         # Context is usually empty: its column shows only once a row has one (set with the
         # row menu's "Context…", or Settings' default context), so the file names get the room.
+        # Speakers likewise: shown once a file labels speakers (Settings' default, or the row menu's
+        # "Speakers…").
         for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.dataChanged):
-            signal.connect(self._show_context_column_when_used)
-        self._show_context_column_when_used()
+            signal.connect(self._show_columns_when_used)
+        self._show_columns_when_used()
 
-    def _show_context_column_when_used(self, *args):
-        used = any(item.context for item in self.model().items)
-        if self.isColumnHidden(COL_CONTEXT) == used:
-            self.setColumnHidden(COL_CONTEXT, not used)
+    def _show_columns_when_used(self, *args):
+        items = self.model().items
+        for col, used in ((COL_CONTEXT, any(item.context for item in items)),
+                          (COL_SPEAKERS, any(item.speakers not in (None, "off") for item in items))):
+            if self.isColumnHidden(col) == used:
+                self.setColumnHidden(col, not used)
 
     def keyPressEvent(self, event):
         if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.state() != \
@@ -249,6 +283,33 @@ class QueuePanel(QWidget):
         """(text, accepted?) from a one-line dialog (tests replace this)."""
         return QInputDialog.getText(self, "Context", "Names, terms or a topic that help "
                                     "recognition of the selected files:", text=current)
+
+    def edit_speakers(self) -> bool:
+        """Ask how many speakers the selected files have (the row menu's "Speakers…": the Speakers
+        column is hidden while no file labels speakers); a finished file is transcribed again."""
+        from app.queue.queue_model import LANGUAGE_STATES
+
+        rows = [self.model.row_of(j) for j in self.table.selected_job_ids()]
+        rows = [r for r in rows if self.model.items[r].state in LANGUAGE_STATES]
+        if not rows:
+            return False
+        choice, ok = self.ask_speakers(self.model.items[rows[0]].speakers)
+        if not ok:
+            return False
+        for row in rows:
+            self.model.setData(self.model.index(row, COL_SPEAKERS), choice)
+        return True
+
+    def ask_speakers(self, current) -> tuple[str, bool]:
+        """(stored choice, accepted?) from a list of Off / Automatic count / 1-8 (tests replace this)."""
+        from app.transcript.speaker_setup import SPEAKER_CHOICES, speaker_choice
+
+        names = [text for text, _ in SPEAKER_CHOICES]
+        values = [value for _, value in SPEAKER_CHOICES]
+        current = speaker_choice(current) if current else "off"
+        text, ok = QInputDialog.getItem(self, "Speakers", "Speaker labels for the selected files:", names,
+                                        values.index(current) if current in values else 0, False)
+        return (values[names.index(text)] if ok else current), ok
 
     def _retry_or_again(self):
         if self.retry_button.text() == "Transcribe again":

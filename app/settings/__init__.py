@@ -38,6 +38,8 @@ WORD_TIMESTAMPS = Key("transcribe/word_timestamps", True)
 PARALLEL_FILES = Key("transcribe/parallel_files", 4)
 MAX_CHUNK_SECONDS = Key("transcribe/max_chunk_seconds", 0)   # 0 = automatic (engine default)
 SPEAKERS = Key("transcribe/speakers", "off")   # "off", "auto" or a count: label who speaks
+# how alike two voices must be (cosine, 0-1) to carry a name (engine DEFAULT_MATCH_THRESHOLD)
+VOICE_MATCH = Key("transcribe/voice_match", 0.9)
 MAX_LINE_CHARS = Key("cues/max_line_chars", 42)
 MAX_LINES = Key("cues/max_lines", 2)
 MIN_DURATION = Key("cues/min_duration", 1.0)

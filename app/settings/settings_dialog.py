@@ -134,10 +134,12 @@ class SettingsDialog(QDialog):
         form.addRow("", self.words_check)
         form.addRow("Files at once:", self.parallel_spin)
         form.addRow("Longest chunk:", self.chunk_spin)
-        from app.transcript.speaker_setup import speaker_count_combo
+        from app.transcript.speaker_setup import speaker_count_combo, voice_match_spin
 
         self.speakers_combo = speaker_count_combo()
         form.addRow("Speaker labels:", self.speakers_combo)
+        self.voice_match_spin = voice_match_spin()
+        form.addRow("Voice match:", self.voice_match_spin)
         self.kv_cache_spin = QSpinBox()
         self.kv_cache_spin.setRange(0, 1 << 20)   # engine.arguments.KV_CACHE_MB; 1-15 are saved as 16
         self.kv_cache_spin.setSingleStep(256)
@@ -222,9 +224,10 @@ class SettingsDialog(QDialog):
         self.parallel_spin.setValue(g(S.PARALLEL_FILES))
         self.chunk_spin.setValue(g(S.MAX_CHUNK_SECONDS))
         self.kv_cache_spin.setValue(g(S.KV_CACHE_MB))
-        from app.transcript.speaker_setup import set_speaker_choice, speakers_setting
+        from app.transcript.speaker_setup import set_speaker_choice, speakers_setting, voice_match_setting
 
         set_speaker_choice(self.speakers_combo, speakers_setting(self.settings))
+        self.voice_match_spin.setValue(voice_match_setting(self.settings))
         self.line_chars_spin.setValue(g(S.MAX_LINE_CHARS))
         self.lines_spin.setValue(g(S.MAX_LINES))
         self.min_dur_spin.setValue(g(S.MIN_DURATION))
@@ -251,6 +254,7 @@ class SettingsDialog(QDialog):
         s(S.MAX_CHUNK_SECONDS, self.chunk_spin.value())
         s(S.KV_CACHE_MB, self.kv_cache_spin.value() and max(16, self.kv_cache_spin.value()))
         s(S.SPEAKERS, self.speakers_combo.currentData())
+        s(S.VOICE_MATCH, round(self.voice_match_spin.value(), 2))
         s(S.MAX_LINE_CHARS, self.line_chars_spin.value())
         s(S.MAX_LINES, self.lines_spin.value())
         s(S.MIN_DURATION, self.min_dur_spin.value())

@@ -17,6 +17,54 @@ def speakers_setting(settings):
         return None
 
 
+def voice_match_setting(settings) -> float:
+    """Settings' voice match threshold: how alike a new speaker's voice must be to a renamed or
+    remembered one to take its name; a bad stored value gives the default."""
+    from app import settings as keys
+    from app.transcript.speaker_names import check_threshold
+
+    try:
+        return check_threshold(settings.get(keys.VOICE_MATCH))
+    except ValueError:
+        return keys.VOICE_MATCH.default
+
+
+def voice_match_spin():
+    """The Settings control for the voice match threshold (0.50-0.99)."""
+    from PySide6.QtWidgets import QDoubleSpinBox
+
+    spin = QDoubleSpinBox()
+    spin.setRange(0.5, 0.99)
+    spin.setSingleStep(0.01)
+    spin.setDecimals(2)
+    spin.setToolTip("How alike two voices must be (0-1) for a speaker to take the name of a renamed or "
+                    "remembered voice. Higher: fewer, surer names.")
+    return spin
+
+
+def speaker_choice(value) -> str:
+    """The stored form of a speaker choice: "off", "auto" or a count ("3"); None and "" are off.
+
+    Raises:
+        ValueError: not one of those (a count must be 1-32, as the engine takes)."""
+    text = "off" if value is None else str(value).strip().lower()
+    if text in ("", "off", "none"):
+        return "off"
+    return str(check_speakers(text))
+
+
+def speakers_option(choice):
+    """What the engine takes for a stored choice: None (off), "auto" or a count."""
+    choice = speaker_choice(choice)
+    return None if choice == "off" else check_speakers(choice)
+
+
+def speaker_choice_text(choice) -> str:
+    """A queue cell's text for a stored choice: "Off", "Auto" or the count."""
+    choice = speaker_choice(choice)
+    return {"off": "Off", "auto": "Auto"}.get(choice, choice)
+
+
 def prepare_speakers(engine, speakers):
     """Point ``engine`` at the GE2E weights (installed wheel, or the model manager's download);
     raises SpeakerModelMissing with how to get them, which fails that file with the message."""

@@ -3,6 +3,8 @@
 A rename is one entry in ``Transcript.speaker_names``, so every segment, search and export
 follows it; a merge moves every segment of one speaker to another. Changes go out as
 ``transcript_changed(file_id)``; the main window stores the transcript in the history.
+"Remember this voice" keeps a named speaker's voice (``namer``, app.transcript.speaker_names),
+so later files name that voice themselves; "Forget voice" drops it again.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -48,11 +51,13 @@ class SpeakersPanel(QWidget):
         super().__init__(parent)
         self.file_id: int | None = None
         self.transcript = None
+        self.namer = None      # app.transcript.speaker_names.SpeakerNamer (the main window sets it)
         self.title = QLabel("Speakers")
         self.title.setStyleSheet("font-weight: 600;")
         self.list = QListWidget()
         self.list.setMaximumHeight(110)
         self.list.itemDoubleClicked.connect(lambda _item: self.rename())
+        self.list.currentRowChanged.connect(lambda _row: self._update_voice_buttons())
         self.rename_button = QPushButton("Rename…")
         self.rename_button.setToolTip("Name this speaker everywhere in the transcript and its exports")
         self.rename_button.clicked.connect(self.rename)
@@ -62,12 +67,23 @@ class SpeakersPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.rename_button)
         buttons.addWidget(self.merge_button)
+        self.remember_button = QPushButton("Remember this voice")
+        self.remember_button.setToolTip("Later files name this voice with this speaker's name by themselves")
+        self.remember_button.clicked.connect(self.remember_voice)
+        self.forget_button = QPushButton("Forget voice")
+        self.forget_button.setToolTip("Later files no longer name this voice")
+        self.forget_button.clicked.connect(self.forget_voice)
         buttons.addStretch(1)
+        voice_buttons = QHBoxLayout()      # a row of its own: the transcript pane is narrow
+        voice_buttons.addWidget(self.remember_button)
+        voice_buttons.addWidget(self.forget_button)
+        voice_buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.list)
         layout.addLayout(buttons)
+        layout.addLayout(voice_buttons)
 
     def set_transcript(self, file_id: int | None, transcript) -> None:
         """Show ``transcript``'s speakers (the panel edits this object)."""
@@ -75,18 +91,60 @@ class SpeakersPanel(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
+        """Redraw the list, keeping the selected speaker selected (else the first)."""
+        keep = self.selected_label()
         self.list.clear()
         speakers = speaker_list(self.transcript) if self.transcript is not None else []
         for sp in speakers:
             name = sp["name"] if sp["name"] == sp["label"] else f"{sp['name']}  ({sp['label']})"
+            if sp["name"] != sp["label"] and self._remembered(sp["name"]):
+                name += "  · voice remembered"
             item = QListWidgetItem(f"{name}    {_minutes(sp['speaking_time'])}")
             item.setData(Qt.ItemDataRole.UserRole, sp["label"])
             item.setBackground(speaker_color(sp["label"]))
             self.list.addItem(item)
+        labels = [sp["label"] for sp in speakers]
         if speakers:
-            self.list.setCurrentRow(0)
+            self.list.setCurrentRow(labels.index(keep) if keep in labels else 0)
         self.setVisible(bool(speakers))
         self.merge_button.setEnabled(len(speakers) > 1)
+        self._update_voice_buttons()
+
+    def _remembered(self, name: str) -> bool:
+        return self.namer is not None and self.namer.is_remembered(name)
+
+    def _update_voice_buttons(self) -> None:
+        label = self.selected_label()
+        name = self.transcript.speaker_names.get(label, "") if label and self.transcript is not None else ""
+        has_voice = bool(name) and label in self.transcript.voices
+        self.remember_button.setVisible(self.namer is not None)
+        self.forget_button.setVisible(self.namer is not None)
+        self.remember_button.setEnabled(has_voice and not self._remembered(name))
+        self.remember_button.setToolTip(
+            "Later files name this voice with this speaker's name by themselves" if has_voice else
+            "Name the speaker first (Rename…); speakers added by hand have no voice to remember")
+        self.forget_button.setEnabled(self._remembered(name))
+
+    def remember_voice(self) -> str:
+        """Remember the selected speaker's voice under its name; returns the name ("" if none)."""
+        label = self.selected_label()
+        if label is None or self.transcript is None or self.namer is None:
+            return ""
+        try:
+            name = self.namer.remember(self.transcript, label)
+        except OSError as exc:      # the data folder is not writable: say so, lose nothing else
+            QMessageBox.warning(self, "Remember this voice", f"The voice could not be saved: {exc}")
+            return ""
+        self.refresh()
+        return name
+
+    def forget_voice(self) -> None:
+        """Forget the voice remembered under the selected speaker's name."""
+        label = self.selected_label()
+        if label is None or self.transcript is None or self.namer is None:
+            return
+        self.namer.forget(self.transcript.speaker_names.get(label, ""))
+        self.refresh()
 
     def selected_label(self) -> str | None:
         item = self.list.currentItem()

@@ -136,10 +136,12 @@ class Diarizer:
         self._windows, self._regions, self._embeddings = [], [], []
 
     def label(self, transcript) -> None:
-        """Put speakers on ``transcript``'s segments and words (splitting at speaker changes)."""
+        """Put speakers on ``transcript``'s segments and words (splitting at speaker changes), and
+        each label's voice in ``transcript.voices`` (4 decimals: a few KB per speaker)."""
         from engine.text.speakers import label_transcript
 
         label_transcript(transcript, self.finish())
+        transcript.voices = {label: [round(float(x), 4) for x in v] for label, v in self.voices.items()}
 
     def finish(self, num_speakers: int | None = None) -> list[SpeakerTurn]:
         """Turns labelled ``S1``, ``S2``... in order of first speech; ``num_speakers`` overrides

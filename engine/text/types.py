@@ -66,6 +66,10 @@ class Transcript:
             brought back into range, the model stopped for repeating itself.
         speaker_names: names the user gave to speaker labels (``{"S1": "Alice"}``);
             a label without a name shows as itself.
+        voices: each speaker label's voice (the unit mean GE2E embedding, 256 floats) when
+            speakers were labelled: a later run of the same file carries the user's names to
+            the same voices, and a remembered voice names a later file's speaker
+            (engine.pipelines.speaker_profiles). Not part of the exports.
     """
 
     text: str
@@ -77,6 +81,7 @@ class Transcript:
     audio_track: int | None = None
     notes: list[str] = field(default_factory=list)
     speaker_names: dict[str, str] = field(default_factory=dict)
+    voices: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -100,4 +105,5 @@ class Transcript:
             model=data.get("model", ""), words_note=data.get("words_note", ""),
             audio_track=data.get("audio_track"), notes=list(data.get("notes") or []),
             speaker_names=dict(data.get("speaker_names") or {}),
+            voices={str(k): [float(x) for x in v] for k, v in (data.get("voices") or {}).items()},
         )
