@@ -94,10 +94,18 @@ def run_embedder(args) -> None:
 
 
 def ratio(args) -> None:
-    """Diarization time inside a file job against the same file's transcription (tiny test model)."""
+    """Diarization time inside a file job against the same file's transcription (``--model``: the
+    tiny test model by default; ``--model widened`` the trained tiny model widened to 0.6B's size)."""
     import engine
 
-    eng = engine.load(str(ROOT / "tests/models/qwen3-asr-tiny"), aligner=str(ROOT / "tests/models/forced-aligner-tiny"))
+    model = args.model or str(ROOT / "tests/models/qwen3-asr-tiny")
+    if model == "widened":
+        sys.path.insert(0, str(ROOT / "tests/bench"))
+        from common import widened_checkpoint
+
+        model = str(widened_checkpoint())
+    eng = engine.load(model, aligner=str(ROOT / "tests/models/forced-aligner-tiny"))
+    print(f"model {Path(model).name}, dtype {eng.torch_dtype}", flush=True)
     eng.speaker_model = args.weights
     for v in args.voices:
         wav, ref = conversation(v, args.minutes[0])
@@ -120,6 +128,7 @@ def main() -> None:
     p.add_argument("--voices", type=int, nargs="*", default=[2, 3, 4])
     p.add_argument("--embedders", nargs="*", default=["ge2e", "mfcc"])
     p.add_argument("--ratio", action="store_true")
+    p.add_argument("--model", help="--ratio: a model folder, or 'widened' (default: the tiny test model)")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
