@@ -268,15 +268,23 @@ class QueuePanel(QWidget):
     def edit_context(self) -> bool:
         """Ask for the context of the selected files that have not started (the row menu's
         "Context…": the Context column is hidden while no file has one)."""
+        def ask(item):
+            text, ok = self.ask_context(item.context)
+            return text.strip(), ok
+        return self._set_for_selected(EDITABLE_STATES, COL_CONTEXT, ask)
+
+    def _set_for_selected(self, states, column: int, ask) -> bool:
+        """Set ``column`` of the selected files in ``states`` to what ``ask(first item)`` returns as
+        (value, accepted?); False when no such file is selected or the question was declined."""
         rows = [self.model.row_of(j) for j in self.table.selected_job_ids()]
-        rows = [r for r in rows if self.model.items[r].state in EDITABLE_STATES]
+        rows = [r for r in rows if self.model.items[r].state in states]
         if not rows:
             return False
-        text, ok = self.ask_context(self.model.items[rows[0]].context)
+        value, ok = ask(self.model.items[rows[0]])
         if not ok:
             return False
         for row in rows:
-            self.model.setData(self.model.index(row, COL_CONTEXT), text.strip())
+            self.model.setData(self.model.index(row, column), value)
         return True
 
     def ask_context(self, current: str) -> tuple[str, bool]:
@@ -289,16 +297,8 @@ class QueuePanel(QWidget):
         column is hidden while no file labels speakers); a finished file is transcribed again."""
         from app.queue.queue_model import LANGUAGE_STATES
 
-        rows = [self.model.row_of(j) for j in self.table.selected_job_ids()]
-        rows = [r for r in rows if self.model.items[r].state in LANGUAGE_STATES]
-        if not rows:
-            return False
-        choice, ok = self.ask_speakers(self.model.items[rows[0]].speakers)
-        if not ok:
-            return False
-        for row in rows:
-            self.model.setData(self.model.index(row, COL_SPEAKERS), choice)
-        return True
+        return self._set_for_selected(LANGUAGE_STATES, COL_SPEAKERS,
+                                      lambda item: self.ask_speakers(item.speakers))
 
     def ask_speakers(self, current) -> tuple[str, bool]:
         """(stored choice, accepted?) from a list of Off / Automatic count / 1-8 (tests replace this)."""

@@ -208,10 +208,10 @@ def run_antirez(binary, model_dir, wavs, tokens, latency_wav, threads, repeat):
 
 
 # ----------------------------------------------------------------------------- CrispASR
-CRISP_SCRIPT = r'''
+# What both peers' worker scripts start with: their config, the clips read from WAV files.
+_WORKER_HEAD = r"""
 import json, sys, time, wave
 import numpy as np
-import crispasr
 
 cfg = json.load(open(sys.argv[1]))
 
@@ -222,6 +222,10 @@ def read(p):
 clips = [read(p) for p in cfg["clips"]]
 lat = read(cfg["latency_clip"])
 out = {}
+"""
+
+
+CRISP_SCRIPT = _WORKER_HEAD + "import crispasr\n" + r'''
 for label, path in cfg["ggufs"].items():
     t = time.perf_counter()
     s = crispasr.Session(path, n_threads=cfg["threads"])
@@ -281,20 +285,7 @@ def run_crisp(python, ggufs, wavs, tokens, latency_wav, threads, repeat, workdir
 
 
 # ----------------------------------------------------------------------------- sherpa-onnx
-SHERPA_SCRIPT = r"""
-import json, sys, time, wave
-import numpy as np
-import sherpa_onnx
-
-cfg = json.load(open(sys.argv[1]))
-
-def read(p):
-    with wave.open(p) as w:
-        return np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768.0
-
-clips = [read(p) for p in cfg["clips"]]
-lat = read(cfg["latency_clip"])
-out = {}
+SHERPA_SCRIPT = _WORKER_HEAD + "import sherpa_onnx\n" + r"""
 for label, g in cfg["graphs"].items():
     t = time.perf_counter()
     rec = sherpa_onnx.OfflineRecognizer.from_qwen3_asr(
