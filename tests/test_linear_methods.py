@@ -107,9 +107,8 @@ def test_the_platform_line_reaches_the_cli_and_about(tiny_model_dir, qtbot):
 
 
 def test_platform_detection_does_not_depend_on_or_move_the_global_rng():
-    """The probes run once per process, at whichever test (or app step) first asks; a probe that
-    drew random numbers against a tolerance said "no fbgemm fp16" about 1 run in 100, which then
-    held for the whole process."""
+    """The probes run once per process, at whichever test (or app step) first asks, so their
+    answer must not depend on the random state there, nor change it."""
     import torch
 
     from engine.network import platform

@@ -30,8 +30,7 @@ def test_auto_finds_the_number_of_voices(embedder, voices, minutes, seed):
 
 
 def test_the_count_does_not_hang_on_the_last_bit_of_noise(embedder):
-    """One-LSB dither (what sox adds when it writes 16-bit audio) never changes who is found:
-    the count once came out 4, 6 or 7 for one file as the dither's seed changed."""
+    """One-LSB dither (what sox adds when it writes 16-bit audio) never changes who is found."""
     import numpy as np
 
     from engine.pipelines.diarize import Diarizer

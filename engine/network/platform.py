@@ -150,7 +150,7 @@ def _probe_fbgemm_fp16() -> bool:
             return False
         # Small integers and a lone subnormal, from a fixed generator: every product and partial sum
         # is exact in float32, so any summation order gives the same bits and the check is exact
-        # (a random probe against a tolerance failed about 1 run in 100 and then cached "no").
+        # (random data against a tolerance could fail by chance, and ``current()`` caches the answer).
         gen = torch.Generator().manual_seed(0)
         w = torch.randint(-8, 9, (48, 64), generator=gen).float()
         w[0] = 0.0
