@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
-from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS
+from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS, PRIORITY
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
 from engine.pipelines.live_speakers import stream_speakers
 from engine.pipelines.pass_draft import PassDraft
@@ -71,7 +71,8 @@ class Stream:
     Options: ``update_interval`` seconds of stream between updates of the open
     utterance; ``max_utterance_s`` where a long utterance is cut at its quietest
     point; ``recent_context_chars`` of committed text appended to ``context`` for
-    every pass; ``priority`` of the stream's requests in the engine;
+    every pass; ``priority`` of the stream's updates in the engine (its final passes run one
+    above, so a commit never queues behind tentative updates of this or other streams);
     ``min_silence_s`` of silence that ends an utterance; ``max_new_tokens`` per
     pass (None: the engine's default, or a function of the pass's audio seconds);
     ``word_timestamps`` when the engine has an aligner; ``speakers`` labels each committed
@@ -343,9 +344,12 @@ class Stream:
         cap = self.max_new_tokens
         if callable(cap):                        # a cap that follows the pass's audio length
             cap = max(1, int(cap((span[1] - span[0]) / SAMPLE_RATE)))
+        # Finals one above updates: with many streams on a busy engine, the text people keep
+        # must not wait behind previews of the same or other streams, which are redone anyway.
+        priority = min(self.priority + 1, int(PRIORITY.high)) if final else self.priority
         request = self.engine.make_request(self._slice(*span), language=self.language,
                                            context=self._context() if context is None else context,
-                                           max_new_tokens=cap, priority=self.priority)
+                                           max_new_tokens=cap, priority=priority)
         self._draft.give(request)                # the rest it reuses, serving finds in its caches
         return self.engine.add_request(request)
 
