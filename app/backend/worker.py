@@ -122,6 +122,7 @@ class EngineWorker(QObject):
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
         self.hardware = ""            # the loaded engine's platform line (Help > About)
+        self.model_chunk_seconds = None   # the loaded model's automatic chunk length (Settings shows it)
         self._pump_timer = QTimer(self)  # moved to the worker thread along with self
         self._pump_timer.setInterval(0)
         self._pump_timer.timeout.connect(self._pump)
@@ -155,6 +156,8 @@ class EngineWorker(QObject):
             request.job = None
         self._submit_pending()
         self.hardware = str(getattr(new_engine, "hardware", "") or "")
+        # Engine.default_chunk_seconds; a server (Settings > Engine) or a test's stand-in may not say
+        self.model_chunk_seconds = getattr(new_engine, "default_chunk_seconds", None)
         self.model_loaded.emit(str(getattr(new_engine, "model_dir", model_dir)),
                                _device_label(new_engine))
         self._kick()
