@@ -8,6 +8,7 @@ every knob is a field of ``EngineConfig``.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 
@@ -222,6 +223,34 @@ class Engine:
         else:
             job = array_job(self, as_samples(source), **options)
         return self.job_layer.add(job)
+
+    def submit_stretch_alignment(self, source, start: float, end: float, text: str, *, language=None):
+        """Queue word times for ``text`` spoken from ``start`` to ``end`` s of ``source`` (a path, or the
+        whole recording's samples) with the loaded aligner; returns a StretchAlignmentJob at once.
+
+        For a transcript line whose words were edited: the stretch is read on a thread, aligned beside
+        the files and streams in ``step()``, and checked as ``engine.text.stretch_alignment.align_stretch``
+        checks it; the job's ``result`` (once ``finished``) holds the words or why there are none."""
+        from engine.pipelines.stretch_job import StretchAlignmentJob
+
+        if self.aligner is None:
+            raise ValueError("no forced aligner is loaded (engine.load(..., aligner=FOLDER)): nothing can "
+                             "time these words")
+        for name, value in (("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"{name} must be a number of seconds, 0 or more, got {value!r:.40}")
+        if end < start:
+            raise ValueError(f"end ({end:g} s) is before start ({start:g} s)")
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
+        if isinstance(source, bytes):
+            source = os.fsdecode(source)
+        if not isinstance(source, (str, Path)):
+            source = as_samples(source)
+        job = StretchAlignmentJob(self.aligner, source, float(start), float(end), text, language,
+                                  wake=self.job_layer.wake)
+        return self.job_layer.add_alignment(job)
 
     def open_stream(self, *, language=None, context: str = "", **options):
         """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream.

@@ -119,6 +119,7 @@ class EngineWorker(QObject):
         self.speakers = None     # None, "auto" or a count: files submitted from now on get speaker labels
         self.live_speakers = False   # live streams opened from now on label speakers (engine.pipelines.live_speakers)
         self._streams: dict[int, _StreamState] = {}
+        self._alignments: list = []   # app.backend.segment_align.PendingSegmentAlignment, not answered yet
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
         self.hardware = ""            # the loaded engine's platform line (Help > About)
@@ -150,6 +151,8 @@ class EngineWorker(QObject):
             self._set_activity("No model loaded")
             return
         old, self.engine = self.engine, new_engine
+        for pending in self._alignments:   # the old engine's aligner will not step them: answered now
+            pending.cancel("the model was reloaded before its words were aligned")
         for request in self._requests.values():  # the old engine's jobs move to the new one
             if request.job is not None and old is not None:
                 _quietly(request.job.cancel)
@@ -218,11 +221,16 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def align_segment(self, request):
-        """Re-align an edited segment with the loaded aligner (app.backend.segment_align); one short
-        stretch, run between steps."""
-        from app.backend.segment_align import align_segment
+        """Re-align an edited segment with the loaded aligner (app.backend.segment_align): queued as an
+        engine job, so files and live captions keep stepping; ``segment_aligned`` follows when it is done."""
+        from app.backend.segment_align import start_alignment
 
-        self.segment_aligned.emit(align_segment(self.engine, request))
+        pending = start_alignment(self.engine, request)
+        if pending.finished:
+            self.segment_aligned.emit(pending.result())
+            return
+        self._alignments.append(pending)
+        self._kick()
 
     @Slot()
     def shutdown(self):
@@ -234,6 +242,7 @@ class EngineWorker(QObject):
             _quietly(getattr(state.stream, "cancel", state.stream.close))
         self._requests.clear()
         self._streams.clear()
+        self._alignments.clear()
         self.engine = None
         self.stopped.emit()
         thread = self.thread()
@@ -317,6 +326,9 @@ class EngineWorker(QObject):
 
     def _report(self):
         now = time.monotonic()
+        for pending in [p for p in self._alignments if p.finished]:
+            self._alignments.remove(pending)
+            self.segment_aligned.emit(pending.result())
         for job_id, request in list(self._requests.items()):
             job = request.job
             if job is None:
