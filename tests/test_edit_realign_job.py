@@ -125,7 +125,7 @@ def test_the_worker_keeps_stepping_files_while_an_edit_is_aligned(qtbot, eng, kn
     at_request = steps["outputs"]
     worker.align_segment(request)
     assert answers == []                                               # not answered inside the call
-    qtbot.waitUntil(lambda: answers, timeout=120000)
+    qtbot.waitUntil(lambda: bool(answers), timeout=120000)
     assert outputs_before_answer[0] > at_request, (at_request, outputs_before_answer)
     worker.cancel_job(7)
     qtbot.waitUntil(lambda: not eng.has_work(), timeout=120000)
