@@ -591,7 +591,7 @@ class MainWindow(ExportCommands, QMainWindow):
         from app.backend.remote_engine import engine_choice
 
         before = [self.settings.get(k) for k in (S.MODEL, S.ALIGNER, S.DEVICE, S.DTYPE, S.QUANTIZE)] + engine_choice(self.settings)
-        dialog = SettingsDialog(self.settings, self)
+        dialog = SettingsDialog(self.settings, self, model_chunk_seconds=self.client.model_chunk_seconds)
         if dialog.exec():
             self.apply_settings(before)
         return dialog

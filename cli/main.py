@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true",
                    help="replace output files that already exist (default: refuse them, exit status 1)")
     t.add_argument("--max-chunk-seconds", type=float,
-                   help="longest chunk sent to the model (default: 30 s, with or without --aligner)")
+                   help="longest chunk sent to the model (default: the model's own, the same with or without "
+                        "--aligner: 30 s unless its folder's transcription_defaults.json says otherwise)")
     t.add_argument("--kv-cache-mb", type=int,
                    help="KV cache budget in MiB, 16 or more (default: room for 64 chunks, within a quarter "
                         "of free memory on CPU; 60%% of free GPU memory)")
@@ -241,8 +242,9 @@ def transcribe_command(args) -> int:
     if not args.quiet:
         weights = ", int8 weights" if getattr(eng, "quantize", None) else ""
         weights += ", compact weights" if getattr(eng.net, "compact_projections", 0) else ""
-        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{weights} ({eng.hardware})",
-              file=sys.stderr)
+        chunk = numbers.get("max_chunk_seconds") or eng.default_chunk_seconds
+        print(f"model {Path(eng.model_dir).name} on {eng.device}, {eng.dtype}{weights} ({eng.hardware}); "
+              f"chunks up to {chunk:g} s", file=sys.stderr)
     words = eng.aligner is not None
     jobs = []
     for name in files:

@@ -8,6 +8,7 @@ every knob is a field of ``EngineConfig``.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from engine.network.features import SAMPLE_RATE, log_mel, num_frames
 from engine.pipelines import arguments as args
 from engine.pipelines.admission import FileAdmission
 from engine.pipelines.jobs import JobLayer
+from engine.pipelines.model_defaults import TranscriptionDefaults, read_transcription_defaults
 from engine.serving.config import EngineConfig
 from engine.serving.core import EngineCore
 from engine.serving.request import Request, RequestOutput
@@ -50,6 +52,8 @@ class Engine:
 
     def __init__(self, model_dir, *, config: EngineConfig | None = None, **options):
         self.settings = EngineConfig.from_options(config, **options)
+        # read before the weights: a broken transcription_defaults.json fails the load at once
+        self._model_defaults = read_transcription_defaults(model_dir)
         self.core = EngineCore(model_dir, self.settings)
         self.use_vad = self.settings.use_vad
         self.job_layer = JobLayer(self, FileAdmission(max_decoding=self.settings.decoding_files,
@@ -72,6 +76,17 @@ class Engine:
     cache = property(lambda self: self.core.cache)
     scheduler = property(lambda self: self.core.scheduler)
     runner = property(lambda self: self.core.runner)
+
+    @property
+    def model_defaults(self) -> TranscriptionDefaults:
+        """What the model's folder declares for transcription (its transcription_defaults.json), read at load."""
+        return self._model_defaults
+
+    @property
+    def default_chunk_seconds(self) -> float:
+        """The longest chunk of a file when the caller leaves ``max_chunk_seconds`` out (automatic):
+        the model's own length (engine.pipelines.model_defaults), 30 s for checkpoints that declare none."""
+        return self._model_defaults.max_chunk_seconds
 
     @property
     def aligner(self):
@@ -187,13 +202,15 @@ class Engine:
                     priority: int = 0, max_chunk_seconds: float | None = None, speakers=None):
         """Queue a whole file (or an array); returns a FileJob at once. Work happens in ``step()``.
 
+        ``max_chunk_seconds``: the longest chunk; None takes the model's ``default_chunk_seconds``.
         ``speakers``: None (no labels), ``"auto"`` or a count: label who speaks (engine.pipelines.diarize)."""
         from engine.pipelines.file_job import FileJob, array_job
 
         options = dict(language=args.check_language(language), context=args.check_context(context),
                        word_timestamps=args.check_flag(word_timestamps, "word_timestamps"),
                        priority=args.check_priority(priority),
-                       max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds), use_vad=self.use_vad,
+                       max_chunk_seconds=args.check_max_chunk_seconds(max_chunk_seconds) or self.default_chunk_seconds,
+                       use_vad=self.use_vad,
                        read_ahead=self.settings.file_read_ahead, wake=self.job_layer.wake)
         if speakers is not None:
             from engine.text.speakers import check_speakers
@@ -206,6 +223,34 @@ class Engine:
         else:
             job = array_job(self, as_samples(source), **options)
         return self.job_layer.add(job)
+
+    def submit_stretch_alignment(self, source, start: float, end: float, text: str, *, language=None):
+        """Queue word times for ``text`` spoken from ``start`` to ``end`` s of ``source`` (a path, or the
+        whole recording's samples) with the loaded aligner; returns a StretchAlignmentJob at once.
+
+        For a transcript line whose words were edited: the stretch is read on a thread, aligned beside
+        the files and streams in ``step()``, and checked as ``engine.text.stretch_alignment.align_stretch``
+        checks it; the job's ``result`` (once ``finished``) holds the words or why there are none."""
+        from engine.pipelines.stretch_job import StretchAlignmentJob
+
+        if self.aligner is None:
+            raise ValueError("no forced aligner is loaded (engine.load(..., aligner=FOLDER)): nothing can "
+                             "time these words")
+        for name, value in (("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"{name} must be a number of seconds, 0 or more, got {value!r:.40}")
+        if end < start:
+            raise ValueError(f"end ({end:g} s) is before start ({start:g} s)")
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
+        if isinstance(source, bytes):
+            source = os.fsdecode(source)
+        if not isinstance(source, (str, Path)):
+            source = as_samples(source)
+        job = StretchAlignmentJob(self.aligner, source, float(start), float(end), text, language,
+                                  wake=self.job_layer.wake)
+        return self.job_layer.add_alignment(job)
 
     def open_stream(self, *, language=None, context: str = "", **options):
         """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream.

@@ -77,7 +77,7 @@ def build_app(engine, settings: ServerSettings | None = None):
     @app.get("/health")
     async def health():
         return {"status": "stopping" if runner.stopping else "ok", "model": settings.model_name,
-                "aligner": engine.aligner is not None,
+                "aligner": engine.aligner is not None, "max_chunk_seconds": engine.default_chunk_seconds,
                 "engine_thread": runner.running, "queued_files": runner.queued_files,
                 "live_sessions": runner.metrics.live_sessions}
 

@@ -122,6 +122,18 @@ class FakeEngine:
         self.progress_per_step = 0.25
         self.fail_next_step: Exception | None = None
         self.steps = 0
+        self.alignments: list = []    # the engine's own StretchAlignmentJobs, stepped as the engine does
+        self.default_chunk_seconds = 30.0
+
+    def submit_stretch_alignment(self, source, start, end, text, *, language=None):
+        """As Engine.submit_stretch_alignment: the real job, with the real aligner this fake was given."""
+        from engine.pipelines.stretch_job import StretchAlignmentJob
+
+        if self.aligner is None:
+            raise ValueError("no forced aligner is loaded")
+        job = StretchAlignmentJob(self.aligner, source, start, end, text, language)
+        self.alignments.append(job)
+        return job
 
     def submit_file(self, source, *, language=None, context="", word_timestamps=False, priority=0,
                     max_chunk_seconds=None):
@@ -138,7 +150,7 @@ class FakeEngine:
 
     def has_work(self) -> bool:
         return (any(j.state in ("queued", "running") for j in self.jobs)
-                or any(s.busy for s in self.streams))
+                or any(s.busy for s in self.streams) or any(a.busy for a in self.alignments))
 
     def step(self) -> list:
         self.steps += 1
@@ -156,6 +168,10 @@ class FakeEngine:
             if stream.busy:
                 stream._advance()
                 touched.append(stream)
+        for job in [a for a in self.alignments if a.busy]:   # as engine.pipelines.jobs.JobLayer.advance
+            job.advance()
+        if self.aligner is not None and self.aligner.has_work():
+            self.aligner.step()
         return touched
 
 

@@ -58,6 +58,7 @@ def test_queue_transcript_and_exports_over_the_network(window, qtbot, server, sp
     written = window.export_selected(next(c for c in CHOICES if "JSON" in str(c)))
     assert json.loads(written[0].read_text("utf-8"))["text"] == local.text
     assert "qwen3-asr on server, " + server.url in window.model_label.text()
+    assert window.client.model_chunk_seconds == 12      # the server model's own (its health says)
 
 
 def test_live_window_streams_to_the_server(window, qtbot, speech_wav):

@@ -59,3 +59,28 @@ def test_settings_dialog_saves_and_shows_it(qtbot):
     again.chunk_spin.setValue(0)
     again.accept()
     assert Settings().get(S.MAX_CHUNK_SECONDS) == 0
+
+
+def test_settings_show_the_loaded_models_own_length(qtbot, tmp_path):
+    """Automatic means the model's own chunk length (Engine.default_chunk_seconds); Settings say which."""
+    import fake_engine
+    from app.backend.engine_client import EngineClient
+    from app.settings.settings_dialog import SettingsDialog
+
+    def load(model_dir, device=None, dtype=None, *, aligner=None, **_):
+        eng = fake_engine.load(model_dir, device, dtype, aligner=aligner)
+        eng.default_chunk_seconds = 12.0          # as the tiny test model's folder declares
+        return eng
+
+    client = EngineClient(load)
+    try:
+        client.load_model(str(tmp_path))
+        qtbot.waitUntil(lambda: client.model_dir != "", timeout=10000)
+        assert client.model_chunk_seconds == 12.0
+        dialog = SettingsDialog(Settings(), model_chunk_seconds=client.model_chunk_seconds)
+        qtbot.addWidget(dialog)
+        assert dialog.chunk_spin.value() == 0 and dialog.chunk_spin.text() == "Automatic (this model: 12 s)"
+        dialog.chunk_spin.setValue(20)             # a value the user gives wins
+        assert dialog.chunk_spin.text() == "20 s"
+    finally:
+        client.shutdown()

@@ -69,7 +69,8 @@ def test_bad_cue_options_are_usage_errors_before_the_model_loads(folder, no_mode
 def test_max_chunk_seconds_help_states_the_real_defaults():
     transcribe = build_parser()._subparsers._group_actions[0].choices["transcribe"]
     text = " ".join(transcribe.format_help().split())
-    assert "default: 30 s, with or without --aligner" in text
+    assert "default: the model's own, the same with or without --aligner: 30 s unless its folder's " \
+           "transcription_defaults.json says otherwise" in text
     assert "default 30)" not in text
 
 

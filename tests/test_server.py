@@ -100,7 +100,9 @@ def test_stream_true_gives_deltas_then_done(client, audio):
 def test_models_health_and_metrics(client, server):
     assert [m.id for m in client.models.list()] == ["qwen3-asr"]
     with urllib.request.urlopen(server.url + "/health") as r:
-        assert json.loads(r.read())["status"] == "ok"
+        health = json.loads(r.read())
+    assert health["status"] == "ok"
+    assert health["max_chunk_seconds"] == 12     # the automatic chunk length its model declares
     request = urllib.request.Request(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
     with urllib.request.urlopen(request) as r:
         text = r.read().decode()

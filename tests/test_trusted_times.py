@@ -2,12 +2,15 @@
 
 Word timestamps never change the words (the same chunks are recognised with or without the aligner);
 without the aligner, sentences sit on the speech the VAD heard and say their times are estimates; with
-it, implausible alignments fall back to estimates with a note; subtitle cues keep their rules.
+it, implausible alignments fall back to estimates with a note; subtitle cues keep their rules. All of
+it with the defaults a user gets (no chunk option): the tiny model's folder declares its own chunk
+length (transcription_defaults.json, 12 s), since it hears longer chunks badly.
 """
 from __future__ import annotations
 
 import json
 import statistics
+from types import SimpleNamespace
 
 import pytest
 from cue_rules import cue_rule_breaks
@@ -36,19 +39,23 @@ def timed():
     return engine.load(ASR_DIR, device="cpu", dtype="float32", aligner=ALIGNER_DIR)
 
 
-# The tiny test model hears chunks of a few sentences well and longer ones badly (tests/models/README.md),
-# so the timing tests cut 8 s chunks: the times are placed and checked the same way at any length.
-CHUNK_S = 8.0
+# What the tiny model's folder declares (tests/models/qwen3-asr-tiny/transcription_defaults.json).
+MODEL_CHUNK_S = 12.0
 
 
 @pytest.fixture(scope="module")
 def untimed_result(plain, known):
-    return plain.transcribe(str(known.path), max_chunk_seconds=CHUNK_S)
+    return plain.transcribe(str(known.path))      # the defaults: no chunk length given
 
 
 @pytest.fixture(scope="module")
 def aligned_result(timed, known):
-    return timed.transcribe(str(known.path), word_timestamps=True, max_chunk_seconds=CHUNK_S)
+    return timed.transcribe(str(known.path), word_timestamps=True)
+
+
+def test_the_defaults_are_the_models_chunk_length(plain, timed, known):
+    assert plain.default_chunk_seconds == timed.default_chunk_seconds == MODEL_CHUNK_S
+    assert known.times[-1][1] > 2 * MODEL_CHUNK_S       # several chunks, so the chunk length matters
 
 
 def test_cli_text_is_the_same_with_and_without_the_aligner(known, tmp_path, capsys):
@@ -56,8 +63,11 @@ def test_cli_text_is_the_same_with_and_without_the_aligner(known, tmp_path, caps
     for name, extra in (("plain", []), ("aligned", ["--aligner", str(ALIGNER_DIR)])):
         out = tmp_path / name
         out.mkdir()
+        capsys.readouterr()
         assert main(["transcribe", str(known.path), "--model", str(ASR_DIR), "--format", "txt,json",
-                     "-o", str(out), "--quiet", *extra]) == 0
+                     "-o", str(out), *extra]) == 0
+        first = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("model "))
+        assert first.endswith(f"; chunks up to {MODEL_CHUNK_S:g} s"), first
         outs[name] = (out / f"{known.path.stem}.txt").read_text(), json.loads(
             (out / f"{known.path.stem}.json").read_text())
     print("without --aligner:", outs["plain"][0])
@@ -65,6 +75,11 @@ def test_cli_text_is_the_same_with_and_without_the_aligner(known, tmp_path, caps
     assert outs["plain"][0] == outs["aligned"][0] and outs["plain"][0].strip()
     assert {s["timing"] for s in outs["plain"][1]["segments"]} == {"estimated"}
     assert all(s["timing"] in ("aligned", "estimated") for s in outs["aligned"][1]["segments"])
+    # the CLI's estimated times meet the goal too
+    segments = [SimpleNamespace(**s) for s in outs["plain"][1]["segments"]]
+    errors = sentence_start_errors(known, segments)
+    assert len(errors) >= len(known.sentences) // 2, (len(errors), len(known.sentences))
+    assert statistics.median(errors) <= 0.3, sorted(errors)
 
 
 def test_engine_text_is_the_same_with_and_without_the_aligner(untimed_result, aligned_result):

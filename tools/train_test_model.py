@@ -499,6 +499,13 @@ def make_config(tokenizer, *, aligner: bool = False, num_labels: int = 0):
     return config
 
 
+# Trained on clips of 1-5 short sentences, the model hears chunks up to about 12 s well and longer ones
+# badly (it drops words and repeats sentences), so it declares 12 s as its automatic chunk length.
+TINY_CHUNK_SECONDS = 12
+TINY_CHUNK_WHY = ("Trained on clips of 1-5 short sentences: past about 12 s a chunk loses words and repeats "
+                  "sentences (tests/bench/RESULTS.md, issue 32). Read by engine.pipelines.model_defaults.")
+
+
 def save_hf(model, tokenizer, out_dir: Path, *, aligner: bool = False) -> None:
     from transformers import Qwen3ASRFeatureExtractor, Qwen3ASRProcessor
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -515,6 +522,10 @@ def save_hf(model, tokenizer, out_dir: Path, *, aligner: bool = False) -> None:
     processor = Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
                                   chat_template=tokenizer.chat_template)
     processor.save_pretrained(out_dir)
+    if not aligner:  # the engine's automatic chunk length for this model (engine.pipelines.model_defaults)
+        from engine.pipelines.model_defaults import write_transcription_defaults
+
+        write_transcription_defaults(out_dir, max_chunk_seconds=TINY_CHUNK_SECONDS, comment=TINY_CHUNK_WHY)
 
 
 def encode_batch(model, feats: list[torch.Tensor], ids: list[list[int]], pad_id: int, audio_id: int,

@@ -69,6 +69,11 @@ class EngineClient(QObject):
         """What the loaded model runs on (the engine's platform line), for Help > About."""
         return self.worker.hardware
 
+    @property
+    def model_chunk_seconds(self) -> float | None:
+        """The loaded model's automatic chunk length (Engine.default_chunk_seconds), None when unknown."""
+        return self.worker.model_chunk_seconds
+
     def add_file(self, job_id: int, path, language: str | None = None, context: str = "",
                  word_timestamps: bool = False, max_chunk_seconds: int = 0, speakers: str = ""):
         """``max_chunk_seconds`` 0 leaves the chunk length to the engine; ``speakers`` "off", "auto"

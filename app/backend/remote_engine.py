@@ -59,6 +59,7 @@ class RemoteEngine:
         self.model_dir = f"{self.url}/{info.get('model', 'qwen3-asr')}"   # the status bar shows its last part
         self.device, self.dtype, self.quantize = "server", self.url, None
         self.aligner = True if info.get("aligner") else None
+        self.default_chunk_seconds = info.get("max_chunk_seconds")   # the server model's automatic chunk length
         self._pool = concurrent.futures.ThreadPoolExecutor(UPLOADS_AT_ONCE, thread_name_prefix="upload")
         self._jobs: list[RemoteFileJob] = []
         self._streams: list[RemoteStream] = []

@@ -1,9 +1,12 @@
-"""Re-aligning an edited segment, in the engine thread: its audio slice, the loaded aligner, a checked result.
+"""Re-aligning an edited segment: its stretch of audio, the loaded aligner, a checked result. No Qt here.
 
 The transcript screen sends a ``SegmentAlignRequest`` through the EngineClient after an edit that
 changed a segment's words; the worker answers with a ``SegmentAlignResult``. The edit is saved
 before this runs (with words spread over the segment, marked estimated); this only brings better
-word times, or a note saying why there are none. No Qt here.
+word times, or a note saying why there are none. ``start_alignment`` queues the work as an engine
+job (Engine.submit_stretch_alignment: read on a thread, aligned beside the files and live captions
+in the engine's steps), so the worker keeps stepping; ``align_segment`` does the same work at once,
+blocking, and gives the same result.
 """
 from __future__ import annotations
 
@@ -11,15 +14,11 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
+from engine.audio.stretch import read_stretch, speech_islands
 from engine.text.alignment_check import fallback_note
 from engine.text.types import Word
 
 log = logging.getLogger(__name__)
-
-SAMPLE_RATE = 16000
-DECODE_BLOCK_SECONDS = 30.0
 
 
 @dataclass
@@ -49,51 +48,88 @@ class SegmentAlignResult:
     note: str = ""
 
 
-def _audio_slice(path: str, start: float, end: float):
-    """Samples of ``path`` from ``start`` to ``end`` s (16 kHz mono), decoded block by block up to ``end``."""
-    from engine.audio.decode import stream_audio
-
-    lo, hi = int(start * SAMPLE_RATE), int(end * SAMPLE_RATE)
-    pieces, pos = [], 0
-    for block in stream_audio(path, DECODE_BLOCK_SECONDS):
-        a, b = max(lo, pos), min(hi, pos + len(block))
-        if b > a:
-            pieces.append(block[a - pos:b - pos])
-        pos += len(block)
-        if pos >= hi:
-            break
-    return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+def _has_aligner(engine) -> bool:
+    aligner = getattr(engine, "aligner", None) if engine is not None else None
+    return aligner is not None and callable(getattr(aligner, "align", None))   # none, or a server's
 
 
-def _speech(samples, start: float) -> list[tuple[float, float]]:
-    from engine.audio.vad import SpeechDetector
+def _refused(request: SegmentAlignRequest, why: str) -> SegmentAlignResult:
+    return SegmentAlignResult(request, "estimated", note=fallback_note(request.start, request.end, why))
 
-    regions = SpeechDetector.shared().speech_regions(samples)
-    return [(start + a / SAMPLE_RATE, start + b / SAMPLE_RATE) for a, b in regions]
+
+def _missing_audio(request: SegmentAlignRequest) -> str:
+    """Why the request's audio cannot be aligned before anything is read ('' when it is there)."""
+    if Path(request.path).is_file():
+        return ""
+    # a live session saved without its recording has a name, not a path
+    return (f"its audio {request.path} is not there any more" if Path(request.path).is_absolute()
+            else "the session was not recorded")
+
+
+def _answer(request: SegmentAlignRequest, found) -> SegmentAlignResult:
+    """The result for engine.text.stretch_alignment.StretchWords ``found``."""
+    if not found.words:
+        return _refused(request, found.problem)
+    return SegmentAlignResult(request, "aligned", words=found.words)
+
+
+@dataclass(eq=False)
+class PendingSegmentAlignment:
+    """A request being answered: ``job`` is the engine's StretchAlignmentJob, or None when the answer
+    was known at once (``answer``). The worker emits ``result()`` once ``finished``."""
+
+    request: SegmentAlignRequest
+    job: object = None
+    answer: SegmentAlignResult | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.answer is not None or self.job.finished
+
+    def result(self) -> SegmentAlignResult:
+        if self.answer is None:
+            self.answer = _answer(self.request, self.job.result)
+        return self.answer
+
+    def cancel(self, why: str) -> None:
+        """Answer now, without times (the engine that was aligning it went away)."""
+        if self.answer is None:
+            if self.job is not None and not self.job.finished:
+                self.job.cancel()
+            self.answer = _refused(self.request, why)
+
+
+def start_alignment(engine, request: SegmentAlignRequest) -> PendingSegmentAlignment:
+    """Queue the edited segment's alignment with ``engine``'s loaded aligner; never raises.
+    The answer comes in the engine's steps (``finished``), or at once when there is nothing to align."""
+    if not _has_aligner(engine):
+        return PendingSegmentAlignment(request, answer=SegmentAlignResult(request, "no aligner"))
+    missing = _missing_audio(request)
+    if missing:
+        return PendingSegmentAlignment(request, answer=_refused(request, missing))
+    try:
+        job = engine.submit_stretch_alignment(request.path, request.start, request.end, request.text,
+                                              language=request.language)
+    except Exception as exc:   # a bad stretch from the view: keep the edit as it is
+        log.warning("re-aligning an edit: %s", exc)
+        return PendingSegmentAlignment(request, answer=_refused(request, f"the aligner failed: {exc}"))
+    return PendingSegmentAlignment(request, job)
 
 
 def align_segment(engine, request: SegmentAlignRequest) -> SegmentAlignResult:
-    """Time the edited segment with ``engine``'s loaded aligner; never raises."""
+    """Time the edited segment with ``engine``'s loaded aligner at once, blocking; never raises."""
     from engine.text.stretch_alignment import align_stretch
 
-    aligner = getattr(engine, "aligner", None) if engine is not None else None
-    if aligner is None or not callable(getattr(aligner, "align", None)):   # none, or a server's
+    if not _has_aligner(engine):
         return SegmentAlignResult(request, "no aligner")
-
-    def refused(why: str) -> SegmentAlignResult:
-        return SegmentAlignResult(request, "estimated", note=fallback_note(request.start, request.end, why))
-
-    if not Path(request.path).is_file():
-        # a live session saved without its recording has a name, not a path
-        return refused(f"its audio {request.path} is not there any more" if Path(request.path).is_absolute()
-                       else "the session was not recorded")
+    missing = _missing_audio(request)
+    if missing:
+        return _refused(request, missing)
     try:
-        samples = _audio_slice(request.path, request.start, request.end)
-        speech = _speech(samples, request.start) if len(samples) else []
+        samples = read_stretch(request.path, request.start, request.end)
+        speech = speech_islands(samples, request.start)
     except Exception as exc:   # unreadable now (moved, truncated, another format): keep the edit as it is
         log.warning("re-aligning an edit: reading %s failed: %s", request.path, exc)
-        return refused(f"its audio could not be read: {exc}")
-    found = align_stretch(aligner, samples, request.start, request.text, request.language, speech)
-    if not found.words:
-        return refused(found.problem)
-    return SegmentAlignResult(request, "aligned", words=found.words)
+        return _refused(request, f"its audio could not be read: {exc}")
+    return _answer(request, align_stretch(engine.aligner, samples, request.start, request.text,
+                                          request.language, speech))

@@ -119,9 +119,11 @@ class EngineWorker(QObject):
         self.speakers = None     # None, "auto" or a count: files submitted from now on get speaker labels
         self.live_speakers = False   # live streams opened from now on label speakers (engine.pipelines.live_speakers)
         self._streams: dict[int, _StreamState] = {}
+        self._alignments: list = []   # app.backend.segment_align.PendingSegmentAlignment, not answered yet
         self._activity = ""
         self.speed = MachineSpeed()   # the UI gives it the value kept from earlier runs
         self.hardware = ""            # the loaded engine's platform line (Help > About)
+        self.model_chunk_seconds = None   # the loaded model's automatic chunk length (Settings shows it)
         self._pump_timer = QTimer(self)  # moved to the worker thread along with self
         self._pump_timer.setInterval(0)
         self._pump_timer.timeout.connect(self._pump)
@@ -149,12 +151,16 @@ class EngineWorker(QObject):
             self._set_activity("No model loaded")
             return
         old, self.engine = self.engine, new_engine
+        for pending in self._alignments:   # the old engine's aligner will not step them: answered now
+            pending.cancel("the model was reloaded before its words were aligned")
         for request in self._requests.values():  # the old engine's jobs move to the new one
             if request.job is not None and old is not None:
                 _quietly(request.job.cancel)
             request.job = None
         self._submit_pending()
         self.hardware = str(getattr(new_engine, "hardware", "") or "")
+        # Engine.default_chunk_seconds; a server (Settings > Engine) or a test's stand-in may not say
+        self.model_chunk_seconds = getattr(new_engine, "default_chunk_seconds", None)
         self.model_loaded.emit(str(getattr(new_engine, "model_dir", model_dir)),
                                _device_label(new_engine))
         self._kick()
@@ -215,11 +221,16 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def align_segment(self, request):
-        """Re-align an edited segment with the loaded aligner (app.backend.segment_align); one short
-        stretch, run between steps."""
-        from app.backend.segment_align import align_segment
+        """Re-align an edited segment with the loaded aligner (app.backend.segment_align): queued as an
+        engine job, so files and live captions keep stepping; ``segment_aligned`` follows when it is done."""
+        from app.backend.segment_align import start_alignment
 
-        self.segment_aligned.emit(align_segment(self.engine, request))
+        pending = start_alignment(self.engine, request)
+        if pending.finished:
+            self.segment_aligned.emit(pending.result())
+            return
+        self._alignments.append(pending)
+        self._kick()
 
     @Slot()
     def shutdown(self):
@@ -231,6 +242,7 @@ class EngineWorker(QObject):
             _quietly(getattr(state.stream, "cancel", state.stream.close))
         self._requests.clear()
         self._streams.clear()
+        self._alignments.clear()
         self.engine = None
         self.stopped.emit()
         thread = self.thread()
@@ -314,6 +326,9 @@ class EngineWorker(QObject):
 
     def _report(self):
         now = time.monotonic()
+        for pending in [p for p in self._alignments if p.finished]:
+            self._alignments.remove(pending)
+            self.segment_aligned.emit(pending.result())
         for job_id, request in list(self._requests.items()):
             job = request.job
             if job is None:

@@ -54,8 +54,11 @@ def _folder_row(edit: QLineEdit, title: str, parent, settings=None, *, model: bo
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent=None):
+    """``model_chunk_seconds``: the loaded model's automatic chunk length, shown beside "Automatic"."""
+
+    def __init__(self, settings: Settings, parent=None, *, model_chunk_seconds: float | None = None):
         super().__init__(parent)
+        self.model_chunk_seconds = model_chunk_seconds
         self.setWindowTitle("Settings")
         self.setMinimumWidth(560)
         self.settings = settings
@@ -124,10 +127,14 @@ class SettingsDialog(QDialog):
         self.chunk_spin = QSpinBox()
         self.chunk_spin.setRange(0, 1200)   # engine.arguments.MAX_CHUNK_SECONDS
         self.chunk_spin.setSuffix(" s")
-        self.chunk_spin.setSpecialValueText("Automatic")
-        self.chunk_spin.setToolTip("Long files are cut at pauses into chunks of at most this length. "
-                                   "Automatic: 30 s (180 s with word timestamps). "
-                                   "Shorter chunks suit small models.")
+        automatic = "Automatic"
+        if self.model_chunk_seconds:
+            automatic += f" (this model: {self.model_chunk_seconds:g} s)"
+        self.chunk_spin.setSpecialValueText(automatic)
+        self.chunk_spin.setToolTip("Long files are cut at pauses into chunks of at most this length, "
+                                   "with or without word timestamps. Automatic: the model's own length "
+                                   "(30 s for Qwen3-ASR; a model folder may declare another in its "
+                                   "transcription_defaults.json). Shorter chunks suit small models.")
         self.chunk_spin.setMinimumWidth(100)
         form.addRow("Default language:", self.language_combo)
         form.addRow("Default context:", self.context_edit)

@@ -31,6 +31,7 @@ from engine.serving.scheduler import Scheduler, SchedulerConfig
 from engine.text.prompt import AUDIO_PAD, render_around_audio
 from engine.text.types import Word
 from engine.text.word_split import split_words
+from engine.text.words import PendingAlignment
 
 TIMESTAMP = "<timestamp>"
 
@@ -208,16 +209,30 @@ class Aligner:
         ms = [float(c) * self.config.timestamp_segment_ms for c in request.result]
         return fix_timestamps(ms)
 
-    def align(self, audio, text: str, *, language=None) -> list[Word]:
-        """Words of ``text`` with their times in ``audio`` (seconds, rounded to ms)."""
+    def submit_text(self, audio, text: str, *, language=None) -> PendingAlignment | None:
+        """Queue the alignment of ``text``'s words over ``audio``; returns at once (None when the text
+        has no words). Whoever steps the engine steps this aligner; ``aligned_words`` reads the answer."""
         samples = as_samples(audio)
         words = split_words(text, language)
         if not words:
+            return None
+        return PendingAlignment(self.submit(samples, words), words)
+
+    def aligned_words(self, pending: PendingAlignment) -> list[Word]:
+        """The words of a finished ``submit_text`` with their times (seconds, rounded to ms);
+        RuntimeError with the request's error when the alignment failed."""
+        if pending.error:
+            raise RuntimeError(pending.error)
+        ms = self.times(pending.request)
+        return [Word(w, round(ms[2 * i] / 1000.0, 3), round(ms[2 * i + 1] / 1000.0, 3))
+                for i, w in enumerate(pending.words)]
+
+    def align(self, audio, text: str, *, language=None) -> list[Word]:
+        """Words of ``text`` with their times in ``audio`` (seconds, rounded to ms); steps the aligner
+        alone until done (``submit_text`` leaves the stepping to the engine)."""
+        pending = self.submit_text(audio, text, language=language)
+        if pending is None:
             return []
-        req = self.submit(samples, words)
-        while not req.finished:
+        while not pending.finished:
             self.step()
-        if req.error:
-            raise RuntimeError(req.error)
-        ms = self.times(req)
-        return [Word(w, round(ms[2 * i] / 1000.0, 3), round(ms[2 * i + 1] / 1000.0, 3)) for i, w in enumerate(words)]
+        return self.aligned_words(pending)

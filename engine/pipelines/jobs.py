@@ -5,7 +5,8 @@ speech, cut chunks and submit requests through the engine port (engine.pipelines
 take their results from the outputs the core pushes to them; then the core runs one model
 step over everything queued. File admission (engine.pipelines.admission) is applied here,
 once per advance, so there is one queue policy for files. The forced aligner is driven by
-the job layer too: its ``step()`` runs here when it ``has_work()``.
+the job layer too: its ``step()`` runs here when it ``has_work()``, after the stretch alignments
+(an edited line's new words, engine.pipelines.stretch_job) have submitted what they are ready to.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.pipelines.port import EnginePort
 
 if TYPE_CHECKING:
     from engine.pipelines.live_stream import Stream
+    from engine.pipelines.stretch_job import StretchAlignmentJob
 
 Job = Union[FileJob, "Stream"]
 
@@ -30,6 +32,7 @@ class JobLayer:
         self.admission = admission
         self.aligner = None
         self._jobs: list[Job] = []
+        self._alignments: list[StretchAlignmentJob] = []
         self.wake = threading.Event()     # set by file readers when a block is ready (wait_for_readers)
 
     @property
@@ -37,13 +40,23 @@ class JobLayer:
         """The unfinished jobs (file jobs and live streams), oldest first."""
         return list(self._jobs)
 
+    @property
+    def alignments(self) -> list[StretchAlignmentJob]:
+        """The unfinished stretch alignments, oldest first."""
+        return list(self._alignments)
+
     def add(self, job: Job) -> Job:
         self._jobs.append(job)
         return job
 
+    def add_alignment(self, job: StretchAlignmentJob) -> StretchAlignmentJob:
+        self._alignments.append(job)
+        return job
+
     def has_work(self) -> bool:
         """Whether a job or the aligner has work; an open live stream waiting for audio has none."""
-        return any(job.busy for job in self._jobs) or (self.aligner is not None and self.aligner.has_work())
+        return any(job.busy for job in self._jobs) or bool(self._alignments) or (
+            self.aligner is not None and self.aligner.has_work())
 
     def wants_chunks(self) -> bool:
         """Whether the core wants more file chunks now (prompt tokens waiting for prefill below the bound)."""
@@ -60,6 +73,10 @@ class JobLayer:
             self._advance(job, wants)
         for job in self.admission.admit(self._files(), self.wants_chunks()):
             self._advance(job, wants)     # the rest of the queue stays paths: no open file, no samples
+        for job in self.alignments:
+            job.advance()
+            if job.finished:
+                self._alignments.remove(job)
         if self.aligner is not None and self.aligner.has_work():
             self.aligner.step()
 
@@ -67,8 +84,9 @@ class JobLayer:
         """Block up to ``timeout`` seconds while started files wait for their readers and nothing
         else is ready: an idle engine then sleeps instead of spinning against the readers."""
         self.wake.clear()        # before looking: a block that comes after this still wakes the wait
-        if any(isinstance(job, FileJob) and job.awaiting_audio for job in self._jobs) and not (
-                self.aligner is not None and self.aligner.has_work()):
+        reading = any(isinstance(job, FileJob) and job.awaiting_audio for job in self._jobs) or any(
+            job.awaiting_audio for job in self._alignments)
+        if reading and not (self.aligner is not None and self.aligner.has_work()):
             self.wake.wait(timeout)
 
     def _files(self) -> list[FileJob]:

@@ -40,22 +40,49 @@ def align_stretch(aligner, samples: np.ndarray, start: float, text: str, languag
 
     ``speech``: the VAD's (start, end) speech islands in file time, for the checks (words crowded
     together or in silence). An alignment that fails a check, or an aligner that raises, gives no
-    words and says why: the caller keeps its estimated times. Never raises for bad audio or text."""
-    if not text.strip():
-        return StretchWords(problem="the text is empty")
-    if not aligner_supports(language):
-        return StretchWords(problem=f"the aligner does not support {language}")
-    duration = len(samples) / SAMPLE_RATE
-    if duration < 0.1:
-        return StretchWords(problem="the audio is too short")
+    words and says why: the caller keeps its estimated times. Never raises for bad audio or text.
+    Steps the aligner alone (``aligner.align``); engine.pipelines.stretch_job runs the same steps
+    as a job beside the engine's other work."""
+    problem = stretch_problem(samples, text, language)
+    if problem:
+        return StretchWords(problem=problem)
     try:
-        aligned = aligner.align(samples, text, language=language if language in ALIGNER_LANGUAGES else None)
-    except ImportError as exc:    # Japanese/Korean word splitters are optional packages
+        aligned = aligner.align(samples, text, language=aligner_language(language))
+    except Exception as exc:
+        return aligner_failure(exc)
+    return checked_stretch(aligner, aligned, samples, start, text, speech)
+
+
+def stretch_problem(samples: np.ndarray, text: str, language: str | None) -> str:
+    """Why this stretch cannot be aligned at all ('' when it can be tried)."""
+    if not text.strip():
+        return "the text is empty"
+    if not aligner_supports(language):
+        return f"the aligner does not support {language}"
+    if len(samples) / SAMPLE_RATE < 0.1:
+        return "the audio is too short"
+    return ""
+
+
+def aligner_language(language: str | None) -> str | None:
+    """The language to split words by: the segment's, where the aligner knows it."""
+    return language if language in ALIGNER_LANGUAGES else None
+
+
+def aligner_failure(exc: Exception) -> StretchWords:
+    """An aligner that raised: the words stay estimated, and the reason is said."""
+    if isinstance(exc, ImportError):   # Japanese/Korean word splitters are optional packages
         return StretchWords(problem=str(exc))
-    except Exception as exc:      # a failed alignment never costs the text
-        return StretchWords(problem=f"the aligner failed: {exc}")
+    return StretchWords(problem=f"the aligner failed: {exc}")   # a failed alignment never costs the text
+
+
+def checked_stretch(aligner, aligned: list[Word], samples: np.ndarray, start: float, text: str,
+                    speech=None) -> StretchWords:
+    """The aligner's words (times in seconds of ``samples``) as the text's words in file time, checked
+    (engine.text.alignment_check) and with instant words widened to one time class."""
     if not aligned:
         return StretchWords(problem="the text has no words to align")
+    duration = len(samples) / SAMPLE_RATE
     words = []
     for piece, w in zip(display_spans(text, [w.text for w in aligned]), aligned):
         a = min(duration, max(0.0, float(w.start)))

@@ -61,7 +61,9 @@ def main() -> None:
             estimated = sum(1 for s in b.segments if getattr(s, "timing", "") == "estimated")
             breaks_a = cue_rule_breaks(build_cues(a), duration=a.duration)
             breaks_b = cue_rule_breaks(build_cues(b), duration=b.duration)
-            chunk = f"{args.chunk:g} s chunks" if args.chunk else "default chunks"
+            # the engine's automatic length (an engine from before per-model defaults: always 30 s)
+            auto = getattr(plain, "default_chunk_seconds", 30.0)
+            chunk = f"{args.chunk:g} s chunks" if args.chunk else f"default chunks ({auto:g} s)"
             if args.grouping:
                 chunk += f", {args.grouping}"
             print(f"| {minutes:g} min, 5 voices, {chunk} "
