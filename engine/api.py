@@ -207,6 +207,12 @@ class Engine:
             job = array_job(self, as_samples(source), **options)
         return self.job_layer.add(job)
 
+    def reorder_files(self, jobs) -> None:
+        """Put these file jobs (from ``submit_file``) in this order in the engine's queue: they take
+        the places they hold now, in the given order. Waiting files start in queue order (within a
+        priority: engine.pipelines.admission), so a UI's reordered queue is the engine's."""
+        self.job_layer.reorder(list(jobs))
+
     def open_stream(self, *, language=None, context: str = "", **options):
         """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream.
 
