@@ -10,8 +10,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 import fake_engine
 from app_fixtures import client, data_dir, open_main_window, silent_wav  # noqa: F401
 from app.backend.engine_client import EngineClient
@@ -116,19 +114,17 @@ def test_a_restart_hands_unfinished_files_to_the_engine_in_order(qtbot, client, 
 
 
 def test_the_real_engine_starts_files_by_its_admission_in_queue_order(qtbot, tiny_model_dir, speech_wav,
-                                                                      tmp_path, monkeypatch):
+                                                                      tmp_path):
     """The real engine behind the app: all four files are its jobs at once; its admission opens one
     at a time (Files at once = 1), in the table's order after a move; all are transcribed."""
-    pytest.importorskip("pytestqt")
+    import threading
+
     from app import settings as S
     from app_fixtures import real_engine_window
 
-    monkeypatch.setenv("QWEN3_ASR_DATA_DIR", str(tmp_path / "data"))
     files = [Path(shutil.copy(speech_wav, tmp_path / f"r{i}.wav")) for i in range(4)]
     with real_engine_window(qtbot, {S.MODEL: str(tiny_model_dir), S.PARALLEL_FILES: 1}) as w:
         eng = w.client.worker.engine
-        import threading
-
         decisions = []                          # (files decoding, names started) at every admission
         admit, gate = eng.admission.admit, threading.Event()
 

@@ -2,12 +2,18 @@
 the network.
 
 ``RemoteEngine`` has what ``app.backend.worker.EngineWorker`` uses of ``engine.Engine``
-(``submit_file``, ``open_stream``, ``has_work``, ``step``, ``model_dir``, ``device``,
-``dtype``, ``aligner``), and its jobs and streams the attributes the worker reads
-(``state``, ``progress``, ``duration``, ``transcript``, ``error``, ``cancel``;
-``feed``, ``close``, ``committed``, ``tentative``, ``lag_seconds``, ``finished``). Files are
-uploaded by a few background threads; a live stream is a WebSocket session. The
-queue, transcript view, exports, history and live window need no change.
+(``submit_file``, ``reorder_files``, ``open_stream``, ``has_work``, ``step``, ``model_dir``,
+``device``, ``dtype``, ``aligner``; ``admission`` is None), and its jobs and streams the
+attributes the worker reads (``state``, ``progress``, ``duration``, ``transcript``, ``error``,
+``cancel``; ``feed``, ``close``, ``committed``, ``tentative``, ``lag_seconds``, ``finished``). A
+live stream is a WebSocket session. The queue, transcript view, exports, history and live
+window need no change.
+
+Files: the server's bounded queue is the policy here (it answers 429 when full), so the app
+keeps only a small window of uploads in flight (``UPLOADS_AT_ONCE``, whatever "Files at
+once" says): a hundred queued files wait here, in queue order (``reorder_files``), not in a
+hundred uploads refused with 429. A file the server still refuses as busy (other clients
+filled its queue) waits its Retry-After estimate and is sent again, keeping its upload slot.
 """
 from __future__ import annotations
 
