@@ -30,16 +30,16 @@ def _watch_running(window) -> list[int]:
 
 
 def test_six_files_go_to_the_engine_at_once_and_its_admission_starts_them(qtbot, client, tmp_path):
-    w = open_main_window(qtbot, client, tmp_path, PARALLEL_FILES=2)
+    w = open_main_window(qtbot, client, tmp_path, PARALLEL_FILES=3)
     engine = client.worker.engine
     engine.progress_per_step = 0.05
     running = _watch_running(w)
     ids = w.add_paths(_files(tmp_path))
     qtbot.waitUntil(lambda: len(engine.jobs) == 6, timeout=5000)    # the app holds nothing back
-    assert engine.admission.max_decoding == 2, "Files at once is the engine's knob"
+    assert engine.admission.max_decoding == 3, "Files at once is the engine's knob"
     model = w.queue.model
     qtbot.waitUntil(lambda: all(model.item(i).state == "done" for i in ids), timeout=10_000)
-    assert engine.most_running == 2 and max(running) == 2
+    assert engine.most_running == 3 and max(running) == 3
     assert engine.started_order == NAMES, "queue order"
     assert [model.item(i).transcript.text.split(".")[0] for i in ids] == [f"Fake f{i}" for i in range(6)]
 
