@@ -228,8 +228,5 @@ class QueueModel(QAbstractTableModel):
     def count(self, *states: str) -> int:
         return sum(1 for item in self.items if item.state in states)
 
-    def next_waiting(self) -> QueueItem | None:
-        return next((item for item in self.items if item.state == "waiting"), None)
-
     def _row_changed(self, row: int):
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))
