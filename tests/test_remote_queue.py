@@ -16,7 +16,11 @@ from server.client import FileRequest, ServerError
 def uploads(monkeypatch):
     """The names of the files "uploaded", in order; a file named busy*.wav is refused once with 429,
     one named hold*.wav waits for ``uploads.release``."""
-    sent, refused, release = [], set(), threading.Event()
+    class Sent(list):
+        release = threading.Event()
+
+    sent, refused = Sent(), set()
+    release = sent.release
 
     def run(request):
         name = request.path.name
@@ -29,7 +33,6 @@ def uploads(monkeypatch):
         return Transcript(text=f"text of {name}", language="English", duration=1.0, segments=[])
 
     monkeypatch.setattr(FileRequest, "run", run)
-    sent.release = release
     return sent
 
 
