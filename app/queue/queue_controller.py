@@ -53,15 +53,15 @@ class QueueController(QObject):
         self.model.speakers_chosen.connect(self._speakers_chosen)
         self._duration_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durations")
         self._duration_read.connect(self._set_duration)
-        worker = client.worker
-        worker.job_started.connect(self._ticketed(self._started))
-        worker.job_duration.connect(self._ticketed(lambda j, d: self._changed(j, duration=d)))
-        worker.job_progress.connect(self._ticketed(lambda j, p, eta: self._changed(j, progress=p, eta=eta)))
-        worker.job_finished.connect(self._ticketed(self._finished, last=True))
-        worker.job_partial.connect(self._ticketed(self._partial))
         self.partials: dict[int, list] = {}   # job id: segments transcribed so far (while running)
-        worker.job_failed.connect(self._ticketed(self._failed, last=True))
-        worker.job_cancelled.connect(self._ticketed(self._cancelled, last=True))
+        worker = client.worker     # bound methods: Qt queues each call into this (the UI) thread
+        worker.job_started.connect(self._on_started)
+        worker.job_duration.connect(self._on_duration)
+        worker.job_progress.connect(self._on_progress)
+        worker.job_finished.connect(self._on_finished)
+        worker.job_partial.connect(self._on_partial)
+        worker.job_failed.connect(self._on_failed)
+        worker.job_cancelled.connect(self._on_cancelled)
 
     @property
     def parallel(self) -> int:
@@ -73,19 +73,43 @@ class QueueController(QObject):
         self._parallel = max(1, int(count))
         self.client.set_parallel_files(self._parallel)
 
-    def _ticketed(self, slot, last: bool = False):
-        """``slot`` called with the job id of a worker signal's ticket; news of a ticket taken back
-        is dropped. ``last``: the signal ends the hand-over (finished, failed, cancelled)."""
-        def receive(ticket, *args):
-            job_id = self._job_of.get(ticket)
-            if job_id is None:
-                return
-            if last:
-                del self._job_of[ticket]
-                self._ticket_of.pop(job_id, None)
-                self._handed_with.pop(job_id, None)
-            slot(job_id, *args)
-        return receive
+    def _job(self, ticket: int, last: bool = False) -> int | None:
+        """The job id of a worker signal's ticket, or None for news of a ticket taken back.
+        ``last``: the signal ends the hand-over (finished, failed, cancelled)."""
+        job_id = self._job_of.get(ticket)
+        if job_id is not None and last:
+            del self._job_of[ticket]
+            self._ticket_of.pop(job_id, None)
+            self._handed_with.pop(job_id, None)
+        return job_id
+
+    def _on_started(self, ticket: int):
+        if (job_id := self._job(ticket)) is not None:
+            self._started(job_id)
+
+    def _on_duration(self, ticket: int, duration: float):
+        if (job_id := self._job(ticket)) is not None:
+            self._changed(job_id, duration=duration)
+
+    def _on_progress(self, ticket: int, progress: float, eta: float):
+        if (job_id := self._job(ticket)) is not None:
+            self._changed(job_id, progress=progress, eta=eta)
+
+    def _on_partial(self, ticket: int, segments):
+        if (job_id := self._job(ticket)) is not None:
+            self._partial(job_id, segments)
+
+    def _on_finished(self, ticket: int, transcript):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._finished(job_id, transcript)
+
+    def _on_failed(self, ticket: int, error: str):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._failed(job_id, error)
+
+    def _on_cancelled(self, ticket: int):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._cancelled(job_id)
 
     # -- adding ------------------------------------------------------------------------------
     def add_files(self, paths, language: str | None = None, context: str = "",
