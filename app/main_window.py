@@ -322,8 +322,8 @@ class MainWindow(ExportCommands, QMainWindow):
         if item is None:
             return
         self._selected_id = job_id
-        waiting_for_model = item.state in ("waiting", "queued") and not self.client.model_dir
-        status = {"waiting": "Waiting to start.", "queued": "Starting…",
+        waiting_for_model = item.state == "waiting" and not self.client.model_dir
+        status = {"waiting": "Waiting to start.",
                   "running": f"Transcribing… {item.progress * 100:.0f}%",
                   "failed": item.error or "Failed.", "cancelled": "Cancelled."}.get(item.state, "")
         placeholder = {"failed": "No transcript: this file failed. Press Retry to try again.",

@@ -251,6 +251,11 @@ class Engine:
         job = StretchAlignmentJob(self.aligner, source, float(start), float(end), text, language,
                                   wake=self.job_layer.wake)
         return self.job_layer.add_alignment(job)
+    def reorder_files(self, jobs) -> None:
+        """Put these file jobs (from ``submit_file``) in this order in the engine's queue: they take
+        the places they hold now, in the given order. Waiting files start in queue order (within a
+        priority: engine.pipelines.admission), so a UI's reordered queue is the engine's."""
+        self.job_layer.reorder(list(jobs))
 
     def open_stream(self, *, language=None, context: str = "", **options):
         """A live stream: ``feed()`` samples, read ``committed`` and ``tentative``; see engine.pipelines.live_stream.

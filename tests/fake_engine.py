@@ -2,7 +2,10 @@
 
 Same surface as ``engine.load`` / ``Engine`` / ``FileJob`` / ``Stream``, but it
 "transcribes" by naming the file, and each step advances progress by a fixed
-amount so tests can watch jobs run, cancel them and fail them on purpose.
+amount so tests can watch jobs run, cancel them and fail them on purpose. Which
+queued files start is decided by the engine's own file admission
+(engine.pipelines.admission.FileAdmission: ``admission.max_decoding`` at once, in
+queue order), as in the real engine; a fake file decodes until it is done.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import CheckpointError
+from engine.pipelines.admission import FileAdmission
 from engine.text.types import Segment, Transcript, Word
 
 SAMPLE_RATE = 16000
@@ -29,6 +33,15 @@ class FakeFileJob:
         self.state = "queued"
         self.transcript: Transcript | None = None
         self.error: str | None = None
+        self.retry_gate = None          # as FileJob: never set here (no process-wide failures)
+
+    @property
+    def waiting(self) -> bool:
+        return self.state == "queued"
+
+    @property
+    def decoding(self) -> bool:
+        return self.state == "running"
 
     def cancel(self):
         if self.state in ("queued", "running"):
@@ -118,6 +131,9 @@ class FakeEngine:
         self.dtype = dtype or "float32"
         self.aligner = aligner
         self.jobs: list[FakeFileJob] = []
+        self.admission = FileAdmission(max_decoding=2)
+        self.started_order: list[str] = []     # file names in the order admission started them
+        self.most_running = 0                  # the most files running at once so far
         self.streams: list[FakeStream] = []
         self.progress_per_step = 0.25
         self.fail_next_step: Exception | None = None
@@ -142,6 +158,13 @@ class FakeEngine:
         self.jobs.append(job)
         return job
 
+    def reorder_files(self, jobs):
+        """As Engine.reorder_files: the given jobs take their current places in the given order."""
+        place = {id(j): i for i, j in enumerate(self.jobs)}
+        wanted = list({id(j): j for j in jobs if id(j) in place}.values())
+        for slot, job in zip(sorted(place[id(j)] for j in wanted), wanted):
+            self.jobs[slot] = job
+
     def open_stream(self, *, language=None, context="", speakers=False):
         stream = FakeStream(self, language, context)
         stream.label_speakers = speakers        # alternating S1/S2, as if two people took turns
@@ -157,13 +180,12 @@ class FakeEngine:
         if self.fail_next_step is not None:
             exc, self.fail_next_step = self.fail_next_step, None
             raise exc
-        touched = []
-        for job in sorted(self.jobs, key=lambda j: -j.priority):
-            if job.state in ("queued", "running"):
-                job._advance()
-                touched.append(job)
-                if len(touched) >= 2:
-                    break
+        started = self.admission.admit(self.jobs, True)     # the engine's policy, not the app's
+        self.started_order += [Path(job.source).name for job in started]
+        touched = [j for j in self.jobs if j.state == "running" or j in started]
+        for job in touched:
+            job._advance()       # a started one opens (or fails, if broken) and makes progress
+        self.most_running = max(self.most_running, sum(j.state == "running" for j in self.jobs))
         for stream in self.streams:
             if stream.busy:
                 stream._advance()

@@ -90,7 +90,7 @@ def test_without_a_model_files_wait_for_one_and_the_pane_says_so(qtbot, client, 
     ids = w.add_paths([_wav(tmp_path, "talk.wav")])
     w.queue_panel.table.selectRow(0)
     item = w.queue.model.item(ids[0])
-    assert item.state == "queued"
+    assert item.state == "waiting"       # in the engine's queue (held by the worker until a model loads)
     assert progress_text(item, w.queue.model.wait_text) == WAITING_FOR_MODEL
     view = w.transcript_view
     assert view.details.text() == WAITING_FOR_MODEL

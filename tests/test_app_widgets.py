@@ -366,7 +366,8 @@ def test_only_files_in_flight_get_a_progress_bar_text(qtbot):
 
     running = QueueItem(1, "/a.wav", state="running", progress=0.4, eta=75.0)
     assert progress_text(running) == "40% · 1:15 left"
-    assert progress_text(QueueItem(2, "/b.wav", state="queued")) == "Starting…"
+    # a file waiting in the engine's queue says only why nothing starts (no model yet)
+    assert progress_text(QueueItem(2, "/b.wav", state="waiting"), "Loading the model…") == "Loading the model…"
     for state in ("waiting", "done", "failed", "cancelled"):  # the Status column says these
         assert progress_text(QueueItem(3, "/c.wav", state=state)) == ""
 

@@ -91,5 +91,5 @@ def test_status_counts_only_files_really_running(client, qtbot, tmp_path):
                         2: _Request("/b", None, "", False, job=Job("queued")),
                         3: _Request("/c", None, "", False, job=Job("queued")),
                         4: _Request("/d", None, "", False)}
-    assert worker._busy_text() == "Transcribing 1 file · 2 starting"
+    assert worker._busy_text() == "Transcribing 1 file · 2 waiting"   # not started by the engine yet
     worker._requests = {}

@@ -25,6 +25,8 @@ class EngineClient(QObject):
     _load_model = Signal(str, str, str, str, int, str)
     _add_file = Signal(int, str, str, str, bool, int, str)
     _cancel_job = Signal(int)
+    _reorder_jobs = Signal(object)
+    _set_parallel_files = Signal(int)
     _open_stream = Signal(int, str, str)
     _feed_stream = Signal(int, object)
     _close_stream = Signal(int)
@@ -40,6 +42,8 @@ class EngineClient(QObject):
         self._load_model.connect(self.worker.load_model)
         self._add_file.connect(self.worker.add_file)
         self._cancel_job.connect(self.worker.cancel_job)
+        self._reorder_jobs.connect(self.worker.reorder_jobs)
+        self._set_parallel_files.connect(self.worker.set_parallel_files)
         self._open_stream.connect(self.worker.open_stream)
         self._feed_stream.connect(self.worker.feed_stream)
         self._close_stream.connect(self.worker.close_stream)
@@ -83,6 +87,14 @@ class EngineClient(QObject):
 
     def cancel_job(self, job_id: int):
         self._cancel_job.emit(job_id)
+
+    def reorder_jobs(self, job_ids):
+        """The queue's order of these jobs: the engine starts waiting files in it."""
+        self._reorder_jobs.emit([int(j) for j in job_ids])
+
+    def set_parallel_files(self, count: int):
+        """How many files the engine opens at once (its file admission; Settings "Files at once")."""
+        self._set_parallel_files.emit(int(count))
 
     def open_stream(self, language: str | None = None, context: str = "") -> int:
         stream_id = next(self._stream_ids)

@@ -2,16 +2,23 @@
 the network.
 
 ``RemoteEngine`` has what ``app.backend.worker.EngineWorker`` uses of ``engine.Engine``
-(``submit_file``, ``open_stream``, ``has_work``, ``step``, ``model_dir``, ``device``,
-``dtype``, ``aligner``), and its jobs and streams the attributes the worker reads
-(``state``, ``progress``, ``duration``, ``transcript``, ``error``, ``cancel``;
-``feed``, ``close``, ``committed``, ``tentative``, ``lag_seconds``, ``finished``). Files are
-uploaded by a few background threads; a live stream is a WebSocket session. The
-queue, transcript view, exports, history and live window need no change.
+(``submit_file``, ``reorder_files``, ``open_stream``, ``has_work``, ``step``, ``model_dir``,
+``device``, ``dtype``, ``aligner``; ``admission`` is None), and its jobs and streams the
+attributes the worker reads (``state``, ``progress``, ``duration``, ``transcript``, ``error``,
+``cancel``; ``feed``, ``close``, ``committed``, ``tentative``, ``lag_seconds``, ``finished``). A
+live stream is a WebSocket session. The queue, transcript view, exports, history and live
+window need no change.
+
+Files: the server's bounded queue is the policy here (it answers 429 when full), so the app
+keeps only a small window of uploads in flight (``UPLOADS_AT_ONCE``, whatever "Files at
+once" says): a hundred queued files wait here, in queue order (``reorder_files``), not in a
+hundred uploads refused with 429. A file the server still refuses as busy (other clients
+filled its queue) waits its Retry-After estimate and is sent again, keeping its upload slot.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import threading
 
 from app.settings import Key
@@ -21,7 +28,8 @@ ENGINE_MODE = Key("engine/mode", "local")            # "local": this computer; "
 SERVER_URL = Key("engine/server_url", "http://127.0.0.1:8000")
 SERVER_KEY = Key("engine/server_key", "")
 REMOTE_PREFIX = "server+"       # a "model folder" naming a server: what the worker's loader is given
-UPLOADS_AT_ONCE = 4
+UPLOADS_AT_ONCE = 4             # files sent to the server at once: a window well under its queue's bound
+BUSY_RETRY_S = (1.0, 60.0)      # a 429's wait before sending again: its Retry-After, within these bounds
 STEP_WAIT_S = 0.05              # step() waits this long for news: the worker's pump never spins
 
 
@@ -62,16 +70,37 @@ class RemoteEngine:
         self.default_chunk_seconds = info.get("max_chunk_seconds")   # the server model's automatic chunk length
         self._pool = concurrent.futures.ThreadPoolExecutor(UPLOADS_AT_ONCE, thread_name_prefix="upload")
         self._jobs: list[RemoteFileJob] = []
+        self._queue: list[RemoteFileJob] = []    # files not sent yet, in queue order
+        self._queue_lock = threading.Lock()
         self._streams: list[RemoteStream] = []
         self.news = threading.Event()
+
+    admission = None    # no local file admission: the server's queue decides (see the module docstring)
 
     def submit_file(self, path, *, language=None, context: str = "", word_timestamps: bool = False,
                     max_chunk_seconds=None, priority: int = 0):
         job = RemoteFileJob(self, str(path), language=language, context=context,
                             word_timestamps=bool(word_timestamps and self.aligner))
         self._jobs.append(job)
-        self._pool.submit(job.run)
+        with self._queue_lock:
+            self._queue.append(job)
+        self._pool.submit(self._send_next)     # one pool task per file: each sends the first one waiting
         return job
+
+    def reorder_files(self, jobs) -> None:
+        """As Engine.reorder_files: files not sent yet are sent in this order."""
+        with self._queue_lock:
+            place = {id(job): i for i, job in enumerate(self._queue)}
+            wanted = list({id(job): job for job in jobs if id(job) in place}.values())
+            for slot, job in zip(sorted(place[id(job)] for job in wanted), wanted):
+                self._queue[slot] = job
+
+    def _send_next(self) -> None:
+        with self._queue_lock:
+            job = next((j for j in self._queue if not j.finished), None)
+            self._queue = [j for j in self._queue if j is not job and not j.finished]
+        if job is not None:
+            job.run()
 
     def open_stream(self, *, language=None, context: str = "", **_options):
         stream = RemoteStream(self, language=language, context=context)
@@ -90,6 +119,14 @@ class RemoteEngine:
         return [True] if changed else []
 
 
+def busy_wait_seconds(message: str) -> float:
+    """How long to wait after a 429: the server's estimate ("retry in N s", its Retry-After),
+    within BUSY_RETRY_S; the shortest wait when it gave none."""
+    found = re.search(r"retry in (\d+(?:\.\d+)?) s", message or "")
+    low, high = BUSY_RETRY_S
+    return min(high, max(low, float(found.group(1)))) if found else low
+
+
 class RemoteFileJob:
     def __init__(self, engine: RemoteEngine, source: str, **options):
         from server.client import FileRequest
@@ -97,6 +134,7 @@ class RemoteFileJob:
         self.engine, self.source = engine, source
         self.state, self.progress, self.duration = "queued", 0.0, None
         self.transcript, self.error = None, None
+        self._cancelled = threading.Event()
         self._request = FileRequest(engine.url, source, api_key=engine.api_key, **options)
 
     @property
@@ -106,24 +144,37 @@ class RemoteFileJob:
     def run(self) -> None:
         from server.client import ServerError
 
-        if self.finished:
-            return
-        self.state = "running"
+        while not self.finished:
+            self.state = "running"
+            self.engine.news.set()
+            try:
+                transcript = self._request.run()
+            except ServerError as e:
+                if e.status == 429 and not self.finished:    # the server's queue is full: wait, send again
+                    self.state = "queued"
+                    self.engine.news.set()
+                    self._cancelled.wait(busy_wait_seconds(e.message))
+                    continue
+                self._fail(e)
+            except (OSError, ValueError) as e:
+                self._fail(e)
+            else:
+                if not self._cancelled.is_set():
+                    self.transcript, self.duration, self.progress = transcript, transcript.duration, 1.0
+                    self.state = "done"
+            break
         self.engine.news.set()
-        try:
-            transcript = self._request.run()
-        except (ServerError, OSError, ValueError) as e:
-            if self.state != "cancelled":
-                self.error, self.state = f"{self.source}: {e}", "failed"
+
+    def _fail(self, error: Exception) -> None:
+        if self._cancelled.is_set():
+            self.state = "cancelled"
         else:
-            if self.state != "cancelled":
-                self.transcript, self.duration, self.progress = transcript, transcript.duration, 1.0
-                self.state = "done"
-        self.engine.news.set()
+            self.error, self.state = f"{self.source}: {error}", "failed"
 
     def cancel(self) -> None:
         if not self.finished:
             self.state = "cancelled"
+            self._cancelled.set()
             self._request.cancel()
 
 

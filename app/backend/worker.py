@@ -4,6 +4,11 @@ The UI never touches the engine. It sends commands (queued slot calls) and
 receives typed signals. The worker pumps the engine with a zero-interval
 QTimer, one ``Engine.step()`` per timer event, so commands sent from the UI
 are handled between steps and a long queue never blocks a cancel.
+
+Files are submitted to the engine as they come, in the UI's queue order (``reorder_jobs``
+keeps that order); the engine's file admission decides which start (its ``max_decoding``:
+the "Files at once" setting, ``set_parallel_files``). The worker holds files back only
+while no model is loaded.
 """
 from __future__ import annotations
 
@@ -115,7 +120,8 @@ class EngineWorker(QObject):
         super().__init__()
         self._loader = loader or _default_loader
         self.engine = None
-        self._requests: dict[int, _Request] = {}
+        self._requests: dict[int, _Request] = {}   # in the UI's queue order
+        self.parallel_files: int | None = None    # the engine's files at once (None: its own default)
         self.speakers = None     # None, "auto" or a count: files submitted from now on get speaker labels
         self.live_speakers = False   # live streams opened from now on label speakers (engine.pipelines.live_speakers)
         self._streams: dict[int, _StreamState] = {}
@@ -157,6 +163,7 @@ class EngineWorker(QObject):
             if request.job is not None and old is not None:
                 _quietly(request.job.cancel)
             request.job = None
+        self._apply_parallel_files()
         self._submit_pending()
         self.hardware = str(getattr(new_engine, "hardware", "") or "")
         # Engine.default_chunk_seconds; a server (Settings > Engine) or a test's stand-in may not say
@@ -168,10 +175,52 @@ class EngineWorker(QObject):
     @Slot(int, str, str, str, bool, int, str)
     def add_file(self, job_id: int, path: str, language: str = "", context: str = "",
                  word_timestamps: bool = False, max_chunk_seconds: int = 0, speakers: str = ""):
+        """Submit a file to the engine at the end of its queue (the engine decides when it starts).
+        A ``job_id`` the worker holds already is replaced in its place (new options)."""
+        old = self._requests.get(job_id)
+        if old is not None and old.job is not None:
+            _quietly(old.job.cancel)
         self._requests[job_id] = _Request(path, language or None, context or "", word_timestamps,
                                           max_chunk_seconds or None, speakers or "")
         self._submit_pending()
+        if old is not None:
+            self._sync_order()
         self._kick()
+
+    @Slot(object)
+    def reorder_jobs(self, job_ids):
+        """The UI's queue order: these jobs take the places they hold now, in this order, here and in
+        the engine's queue (waiting files start in that order)."""
+        wanted = [j for j in dict.fromkeys(job_ids) if j in self._requests]
+        keys = list(self._requests)
+        place = {job_id: i for i, job_id in enumerate(keys)}
+        for slot, job_id in zip(sorted(place[j] for j in wanted), wanted):
+            keys[slot] = job_id
+        self._requests = {j: self._requests[j] for j in keys}
+        self._sync_order()
+
+    @Slot(int)
+    def set_parallel_files(self, count: int):
+        """Settings > "Files at once": how many files the engine's admission opens at once."""
+        self.parallel_files = max(1, int(count))
+        self._apply_parallel_files()
+        self._kick()
+
+    def _apply_parallel_files(self):
+        admission = getattr(self.engine, "admission", None)   # a server's engine has its own policy
+        if admission is not None and self.parallel_files is not None:
+            try:
+                admission.set_max_decoding(self.parallel_files)
+            except Exception:
+                log.exception("setting the engine's files at once to %s failed", self.parallel_files)
+
+    def _sync_order(self):
+        """Give the engine the queue order of the files it holds."""
+        reorder = getattr(self.engine, "reorder_files", None)
+        if reorder is not None:
+            jobs = [r.job for r in self._requests.values() if r.job is not None]
+            if jobs:
+                _quietly(lambda: reorder(jobs))
 
     @Slot(int)
     def cancel_job(self, job_id: int):
@@ -406,15 +455,15 @@ class EngineWorker(QObject):
 
     # -- activity text -----------------------------------------------------------------
     def _busy_text(self) -> str:
-        # What the engine really runs, as the queue's rows say it: a job it has not started
-        # yet is "starting", not "transcribing".
+        # What the engine really runs, as the queue's rows say it: a job its admission has not
+        # started yet is "waiting", not "transcribing".
         states = [_state(r.job) for r in self._requests.values() if r.job is not None]
-        files, starting = states.count("running"), states.count("queued")
+        files, waiting = states.count("running"), states.count("queued")
         parts = []
         if files:
             parts.append(f"Transcribing {files} file{'s' if files != 1 else ''}")
-        if starting:
-            parts.append(f"{starting} starting")
+        if waiting:
+            parts.append(f"{waiting} waiting")
         if self._streams:
             parts.append("Live captions")
         return " · ".join(parts) or "Working…"

@@ -1,11 +1,20 @@
-"""Runs the file queue: hands waiting files to the engine, records every change in history.
+"""Runs the file queue: hands files to the engine as they are queued, records every change in history.
 
-The engine gets at most ``parallel`` files at a time so the rest stay
-editable and reorderable. History is written before the UI changes, so a
-crash at any moment leaves the database telling the truth.
+The engine's file admission is the one queue policy (engine.pipelines.admission): every
+queued file goes to the engine at once, in table order, and the engine decides which start
+("Files at once" is its ``max_decoding``). A row shows what the engine reports: waiting
+(queued there, not started: its options and place can still change), running with
+progress, done, failed or cancelled. Moving a row reorders the engine's queue; a waiting
+file's new options replace its engine job in place. History is written before the UI
+changes, so a crash at any moment leaves the database telling the truth.
+
+Each hand-over has a ticket of its own (the id the worker knows the file by): a file taken
+back (cancelled, removed, given new options) and handed over again gets a new ticket, so
+late news about the old one cannot touch the new one.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +35,12 @@ class QueueController(QObject):
     def __init__(self, client, history, parallel: int = 4, parent=None):
         super().__init__(parent)
         self.client, self.history = client, history
-        self.parallel = max(1, parallel)
+        self._tickets = itertools.count(1)
+        self._job_of: dict[int, int] = {}      # ticket -> job id, while the engine holds the file
+        self._ticket_of: dict[int, int] = {}   # job id -> its ticket
+        self._handed_with: dict[int, tuple] = {}   # job id -> the Settings it was handed over with
+        self._parallel = 1
+        self.parallel = parallel
         self.word_timestamps = False
         self.max_chunk_seconds = 0       # 0 = the engine's default
         # new files' speaker count (Settings): "off", "auto" or a count; None: the worker's default
@@ -39,15 +53,63 @@ class QueueController(QObject):
         self.model.speakers_chosen.connect(self._speakers_chosen)
         self._duration_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durations")
         self._duration_read.connect(self._set_duration)
-        worker = client.worker
-        worker.job_started.connect(self._started)
-        worker.job_duration.connect(lambda j, d: self._changed(j, duration=d))
-        worker.job_progress.connect(lambda j, p, eta: self._changed(j, progress=p, eta=eta))
-        worker.job_finished.connect(self._finished)
-        worker.job_partial.connect(self._partial)
         self.partials: dict[int, list] = {}   # job id: segments transcribed so far (while running)
-        worker.job_failed.connect(self._failed)
-        worker.job_cancelled.connect(self._cancelled)
+        worker = client.worker     # bound methods: Qt queues each call into this (the UI) thread
+        worker.job_started.connect(self._on_started)
+        worker.job_duration.connect(self._on_duration)
+        worker.job_progress.connect(self._on_progress)
+        worker.job_finished.connect(self._on_finished)
+        worker.job_partial.connect(self._on_partial)
+        worker.job_failed.connect(self._on_failed)
+        worker.job_cancelled.connect(self._on_cancelled)
+
+    @property
+    def parallel(self) -> int:
+        """Settings "Files at once": how many files the engine's admission opens at once."""
+        return self._parallel
+
+    @parallel.setter
+    def parallel(self, count: int) -> None:
+        self._parallel = max(1, int(count))
+        self.client.set_parallel_files(self._parallel)
+
+    def _job(self, ticket: int, last: bool = False) -> int | None:
+        """The job id of a worker signal's ticket, or None for news of a ticket taken back.
+        ``last``: the signal ends the hand-over (finished, failed, cancelled)."""
+        job_id = self._job_of.get(ticket)
+        if job_id is not None and last:
+            del self._job_of[ticket]
+            self._ticket_of.pop(job_id, None)
+            self._handed_with.pop(job_id, None)
+        return job_id
+
+    def _on_started(self, ticket: int):
+        if (job_id := self._job(ticket)) is not None:
+            self._started(job_id)
+
+    def _on_duration(self, ticket: int, duration: float):
+        if (job_id := self._job(ticket)) is not None:
+            self._changed(job_id, duration=duration)
+
+    def _on_progress(self, ticket: int, progress: float, eta: float):
+        if (job_id := self._job(ticket)) is not None:
+            self._changed(job_id, progress=progress, eta=eta)
+
+    def _on_partial(self, ticket: int, segments):
+        if (job_id := self._job(ticket)) is not None:
+            self._partial(job_id, segments)
+
+    def _on_finished(self, ticket: int, transcript):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._finished(job_id, transcript)
+
+    def _on_failed(self, ticket: int, error: str):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._failed(job_id, error)
+
+    def _on_cancelled(self, ticket: int):
+        if (job_id := self._job(ticket, last=True)) is not None:
+            self._cancelled(job_id)
 
     # -- adding ------------------------------------------------------------------------------
     def add_files(self, paths, language: str | None = None, context: str = "",
@@ -100,35 +162,62 @@ class QueueController(QObject):
     def shutdown(self):
         self._duration_pool.shutdown(wait=False, cancel_futures=True)
 
-    # -- dispatch -------------------------------------------------------------------------
+    # -- handing files to the engine -----------------------------------------------------
     def dispatch(self) -> None:
-        """Hand waiting files to the engine, in table order, up to ``parallel`` at a time."""
-        while self.model.count(*IN_FLIGHT) < self.parallel:
-            item = self.model.next_waiting()
-            if item is None:
-                return
-            self.history.set_state(item.job_id, "queued")
-            self.model.update(item.job_id, state="queued", progress=0.0, eta=-1.0, error=None)
-            self.client.add_file(item.job_id, item.path, item.language, item.context,
-                                 self.word_timestamps, self.max_chunk_seconds, item.speakers or "")
+        """Hand every waiting file the engine does not hold yet to it, then give it the table's order.
+        A waiting file handed over with other Settings (word timestamps, chunk length) than now is
+        handed over again with these, as it would have been had it waited in the app."""
+        handed = False
+        for item in self.model.items:
+            if item.state == "waiting" and self._handed_with.get(item.job_id) != self._settings():
+                self._take_back(item.job_id)
+            if item.state == "waiting" and item.job_id not in self._ticket_of:
+                self._hand(item)
+                handed = True
+        if handed:
+            self._send_order()
+
+    def _hand(self, item: QueueItem) -> None:
+        ticket = next(self._tickets)
+        self._job_of[ticket], self._ticket_of[item.job_id] = item.job_id, ticket
+        self._handed_with[item.job_id] = self._settings()
+        self.history.set_state(item.job_id, "queued")
+        self.model.update(item.job_id, state="waiting", progress=0.0, eta=-1.0, error=None)
+        self.client.add_file(ticket, item.path, item.language, item.context,
+                             self.word_timestamps, self.max_chunk_seconds, item.speakers or "")
+
+    def _settings(self) -> tuple:
+        return bool(self.word_timestamps), self.max_chunk_seconds
+
+    def _take_back(self, job_id: int) -> bool:
+        """The engine drops the file (its later news is ignored); False if it did not hold it."""
+        self._handed_with.pop(job_id, None)
+        ticket = self._ticket_of.pop(job_id, None)
+        if ticket is None:
+            return False
+        self._job_of.pop(ticket, None)
+        self.client.cancel_job(ticket)
+        return True
+
+    def _send_order(self) -> None:
+        """The engine's queue follows the table: waiting files start in this order."""
+        tickets = [self._ticket_of[i.job_id] for i in self.model.items if i.job_id in self._ticket_of]
+        if tickets:
+            self.client.reorder_jobs(tickets)
 
     # -- user actions ----------------------------------------------------------------------
     def cancel(self, job_ids) -> None:
         for job_id in job_ids:
             item = self.model.item(job_id)
-            if item is None:
-                continue
-            if item.state in IN_FLIGHT:
-                self.client.cancel_job(job_id)   # confirmed by job_cancelled
-            elif item.state == "waiting":
+            if item is not None and item.state in IN_FLIGHT:
+                self._take_back(job_id)
                 self._cancelled(job_id)
 
     def retry(self, job_ids) -> None:
         for job_id in job_ids:
             item = self.model.item(job_id)
             if item is not None and item.state in ("failed", "cancelled"):
-                self.history.set_state(job_id, "queued")
-                self.model.update(job_id, state="waiting", progress=0.0, eta=-1.0, error=None)
+                self.model.update(job_id, state="waiting")
         self.dispatch()
 
     def transcribe_again(self, job_ids) -> None:
@@ -136,9 +225,7 @@ class QueueController(QObject):
         for job_id in job_ids:
             item = self.model.item(job_id)
             if item is not None and item.state == "done":
-                self.history.set_state(job_id, "queued")
-                self.model.update(job_id, state="waiting", progress=0.0, eta=-1.0, error=None,
-                                  transcript=None)
+                self.model.update(job_id, state="waiting", transcript=None)
         self.dispatch()
 
     def remove(self, job_ids) -> None:
@@ -146,20 +233,27 @@ class QueueController(QObject):
             item = self.model.item(job_id)
             if item is None:
                 continue
-            if item.state in IN_FLIGHT:
-                self.client.cancel_job(job_id)
+            self._take_back(job_id)
+            self.partials.pop(job_id, None)
             if item.state not in ("done", "failed"):
                 self.history.set_state(job_id, "cancelled")
             self.model.remove(job_id)
-        self.dispatch()
 
     def move(self, job_ids, delta: int) -> None:
         ordered = sorted(job_ids, key=self.model.row_of, reverse=delta > 0)
-        for job_id in ordered:
-            self.model.move(job_id, delta)
+        moved = [self.model.move(job_id, delta) for job_id in ordered]
+        if any(moved):
+            self._send_order()
+
+    def _hand_again(self, job_id: int) -> None:
+        """A waiting file's options changed: its engine job is replaced, in its place in the queue."""
+        item = self.model.item(job_id)
+        if item is not None and item.state == "waiting" and self._take_back(job_id):
+            self.dispatch()
 
     def _options_edited(self, job_id: int, language, context: str):
         self.history.set_options(job_id, language, context)
+        self._hand_again(job_id)
         item = self.model.item(job_id)
         if item is not None and item.state == "done":   # a finished file's new language
             self.message.emit(f"Transcribing {item.name} again in {language or 'a detected language'}")
@@ -167,6 +261,7 @@ class QueueController(QObject):
 
     def _speakers_chosen(self, job_id: int, speakers: str):
         self.history.set_speakers(job_id, speakers)
+        self._hand_again(job_id)
         item = self.model.item(job_id)
         if item is not None and item.state == "done":   # a finished file's new speaker count
             self.message.emit(f"Transcribing {item.name} again with speakers: {speakers}")
@@ -187,7 +282,7 @@ class QueueController(QObject):
 
     def _started(self, job_id: int):
         item = self.model.item(job_id)
-        if item is not None and item.state == "queued":
+        if item is not None and item.state == "waiting":
             self.history.set_state(job_id, "running")
             self.model.update(job_id, state="running")
             self.job_changed.emit(job_id)
@@ -207,7 +302,6 @@ class QueueController(QObject):
         if item is not None:
             self.message.emit(f"Finished {item.name}")
             self.job_done.emit(job_id)
-        self.dispatch()
 
     def _failed(self, job_id: int, error: str):
         self.partials.pop(job_id, None)
@@ -216,7 +310,6 @@ class QueueController(QObject):
         if item is not None:
             self.message.emit(f"Failed: {error}")
             self.job_changed.emit(job_id)
-        self.dispatch()
 
     def _cancelled(self, job_id: int):
         self.partials.pop(job_id, None)
@@ -226,7 +319,6 @@ class QueueController(QObject):
             self.model.update(job_id, state="cancelled", eta=-1.0)
             self.message.emit(f"Cancelled {Path(item.path).name}")
             self.job_changed.emit(job_id)
-        self.dispatch()
 
     def editable(self, job_id: int) -> bool:
         item = self.model.item(job_id)

@@ -1,8 +1,9 @@
 """The file queue as a Qt table model: one row per file, in processing order.
 
-States: "waiting" (not yet handed to the engine: language, context and order
-can still change), "queued" (handed over), "running", "done", "failed",
-"cancelled". The main window decides when a waiting file is handed over.
+States, as the engine reports them: "waiting" (in the engine's queue, not started by its
+admission: language, context, speakers and order can still change), "running", "done",
+"failed", "cancelled". The controller (queue_controller.py) hands every queued file to the
+engine at once; the engine decides which start.
 """
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from app.widgets.theme import state_color
 COL_NAME, COL_DURATION, COL_LANGUAGE, COL_CONTEXT, COL_STATUS, COL_PROGRESS, COL_SPEAKERS = range(7)
 # Speakers is the last column here (the view shows it after Language), so older column numbers hold.
 HEADERS = ("File", "Length", "Language", "Context", "Status", "Progress", "Speakers")
-IN_FLIGHT = ("queued", "running")
+IN_FLIGHT = ("waiting", "running")        # held by the engine, not finished
 FINISHED = ("done", "failed", "cancelled")
 EDITABLE_STATES = ("waiting", "failed", "cancelled")
 # A finished file's language or speaker count can change too: that transcribes it again with it.
 LANGUAGE_STATES = EDITABLE_STATES + ("done",)
-STATUS_TEXT = {"waiting": "Waiting", "queued": "Starting", "running": "Transcribing",
+STATUS_TEXT = {"waiting": "Waiting", "running": "Transcribing",
                "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
 ItemRole = Qt.ItemDataRole.UserRole + 1
 
@@ -226,9 +227,6 @@ class QueueModel(QAbstractTableModel):
 
     def count(self, *states: str) -> int:
         return sum(1 for item in self.items if item.state in states)
-
-    def next_waiting(self) -> QueueItem | None:
-        return next((item for item in self.items if item.state == "waiting"), None)
 
     def _row_changed(self, row: int):
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))

@@ -60,7 +60,7 @@ class ProgressDelegate(QStyledItemDelegate):
     def paint(self, painter, option, index):
         item = index.data(ItemRole)
         super().paint(painter, option, index)  # background, alternate colour, selection
-        if item is None or item.state not in IN_FLIGHT:
+        if item is None or not progress_text(item, index.model().wait_text) and item.state != "running":
             return
         bar = QStyleOptionProgressBar()
         bar.rect = QRect(option.rect).adjusted(4, 4, -4, -4)
@@ -79,8 +79,8 @@ class ProgressDelegate(QStyledItemDelegate):
 def progress_text(item, wait_text: str = "") -> str:
     """The progress cell's text: only files being transcribed have one. ``wait_text`` says why
     nothing starts ("Waiting for a model …") while there is no model."""
-    if item.state == "queued":
-        return wait_text or STARTING_TEXT
+    if item.state == "waiting":
+        return wait_text
     if item.state != "running":
         return ""
     percent = f"{item.progress * 100:.0f}%"
@@ -140,12 +140,11 @@ class SpeakersDelegate(QStyledItemDelegate):
         editor.setGeometry(rect)
 
 
-STARTING_TEXT = "Starting…"                 # a queued file's bar until its first progress
 LOADING_MODEL_TEXT = "Loading the model…"   # the bar's wait text while the model loads
 LANGUAGE_WIDEST = "Portuguese (auto)"   # the longest detected-language cell of the common languages
 PROGRESS_WIDEST = "100% · 59:59 left"   # a running file's bar text; longer waits are rare
-# Every text the bar shows often: a queued file's wait texts as well as progress.
-PROGRESS_TEXTS = (PROGRESS_WIDEST, LOADING_MODEL_TEXT, STARTING_TEXT)
+# Every text the bar shows often: a waiting file's wait texts as well as progress.
+PROGRESS_TEXTS = (PROGRESS_WIDEST, LOADING_MODEL_TEXT)
 
 
 class QueueTable(QTableView):

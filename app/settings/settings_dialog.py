@@ -122,7 +122,9 @@ class SettingsDialog(QDialog):
         self.words_check = QCheckBox("Word timestamps (needs the aligner)")
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 64)
-        self.parallel_spin.setToolTip("How many queued files are transcribed together")
+        self.parallel_spin.setToolTip("How many queued files the engine opens at once (its "
+                                      "max_decoding_files); the next starts as soon as one has been "
+                                      "read. With a server as the engine, the server decides.")
         self.parallel_spin.setMinimumWidth(100)
         self.chunk_spin = QSpinBox()
         self.chunk_spin.setRange(0, 1200)   # engine.arguments.MAX_CHUNK_SECONDS

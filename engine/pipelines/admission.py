@@ -18,14 +18,24 @@ if TYPE_CHECKING:
     from engine.pipelines.file_job import FileJob
 
 
+def _check_positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 class FileAdmission:
     def __init__(self, max_decoding: int = 8, max_waiting_tokens: int = 8192):
-        for name, value in (("max_decoding", max_decoding), ("max_waiting_tokens", max_waiting_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        _check_positive("max_decoding", max_decoding)
+        _check_positive("max_waiting_tokens", max_waiting_tokens)
         self.max_decoding = max_decoding
         self.max_waiting_tokens = max_waiting_tokens
         self.finished_jobs = 0          # files that left the queue; a retry gate waits for this to move
+
+    def set_max_decoding(self, max_decoding: int) -> None:
+        """Change how many files may be open at once (EngineConfig.max_decoding_files) on a running
+        engine: the app's "Files at once" setting. Files already open keep going; fewer start."""
+        self.max_decoding = _check_positive("max_decoding", max_decoding)
 
     def hungry(self, waiting_tokens: int) -> bool:
         """Whether the engine wants more chunks: ``waiting_tokens`` (queued for prefill) below the bound."""

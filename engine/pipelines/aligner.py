@@ -8,9 +8,13 @@ instances of the serving classes the ASR engine steps, not a copy of them. Its r
 carry ``score_token_id`` (the timestamp token), so every row of them runs in the row mode
 SCORE: one pass over the whole prompt, the score head's classes read at each timestamp
 token. Many alignments batch into one step. Whoever steps the engine steps the aligner
-beside it while it ``has_work()``; ``align`` steps it alone.
+beside it while it ``has_work()``; ``align`` steps it alone. As in the engine's core, a
+request's owner learns that it finished from a pushed output (the ``on_output`` it was
+submitted with), never by polling the request.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -25,7 +29,7 @@ from engine.network.loading import (
     resolve_dtype,
 )
 from engine.serving.kv_cache import KVCache
-from engine.serving.request import Request, RequestState
+from engine.serving.request import Request, RequestOutput, RequestState
 from engine.serving.runner import ModelRunner
 from engine.serving.scheduler import Scheduler, SchedulerConfig
 from engine.text.prompt import AUDIO_PAD, render_around_audio
@@ -93,6 +97,7 @@ class Aligner:
         block_size = 256 if self.torch_device.type == "cuda" else 2048
         self._max_step_tokens = max_step_tokens
         self._too_long: list[Request] = []   # requests waiting for the cache to grow (see _grow_cache)
+        self._owners: dict[int, Callable[[RequestOutput], None]] = {}   # request id -> its on_output
         self._build_cache(KVCache.blocks_for_budget(self.config.decoder, kv_cache_bytes, block_size,
                                                     self.torch_dtype), block_size)
 
@@ -174,9 +179,14 @@ class Aligner:
         probe = ["hello", "world"]
         self.prompt_format = "raw" if self._prompt_parts(probe) == self._raw_prompt_parts(probe) else "template"
 
-    def submit(self, samples: np.ndarray, words: list[str]) -> Request:
+    def submit(self, samples: np.ndarray, words: list[str],
+               on_output: Callable[[RequestOutput], None] | None = None) -> Request:
+        """Queue the alignment of ``words`` in ``samples``; ``on_output`` gets the request's finished
+        output (its times in ``result``, or its error, or "cancelled") from the step that ends it."""
         req = self.make_request(samples, words)
         req.result = []
+        if on_output is not None:
+            self._owners[req.id] = on_output
         if req.num_tokens > self.cache_tokens:
             self._too_long.append(req)   # runs once the cache has grown for it (_grow_cache)
         else:
@@ -186,23 +196,36 @@ class Aligner:
     def has_work(self) -> bool:
         return self.scheduler.has_work() or bool(self._too_long)
 
-    def step(self) -> None:
+    def step(self) -> list[RequestOutput]:
+        """One aligner step; the requests it finished (done, failed or cancelled) go to their owners."""
+        ended = []
         for req in [r for r in self.scheduler.waiting + self.scheduler.running + self._too_long if r.cancelled]:
             if req in self._too_long:
                 self._too_long.remove(req)
             else:
                 self.scheduler.release(req)
             req.state, req.finish_reason = RequestState.FINISHED, "cancelled"
+            ended.append(req)
         self._grow_cache()
         rows = self.scheduler.schedule()
-        if not rows:
-            return
-        try:
-            self.scheduler.postprocess(rows, self.runner.run(rows))
-        except Exception as e:  # fail these alignments only; the aligner stays usable
-            for row in rows:
-                self.scheduler.release(row.request)
-                row.request.state, row.request.error = RequestState.FINISHED, f"aligner step failed: {e}"
+        ended += self.scheduler.take_rejected()
+        if rows:
+            try:
+                ended += self.scheduler.postprocess(rows, self.runner.run(rows))
+            except Exception as e:  # fail these alignments only; the aligner stays usable
+                for row in rows:
+                    self.scheduler.release(row.request)
+                    row.request.state, row.request.error = RequestState.FINISHED, f"aligner step failed: {e}"
+                    ended.append(row.request)
+        return self._deliver(ended)
+
+    def _deliver(self, ended: list[Request]) -> list[RequestOutput]:
+        outputs = [RequestOutput(req, [], True, req.error) for req in ended]
+        for out in outputs:
+            owner = self._owners.pop(out.request.id, None)
+            if owner is not None:
+                owner(out)
+        return outputs
 
     def times(self, request: Request) -> list[int]:
         """Repaired milliseconds at each timestamp token of a finished request."""
@@ -216,7 +239,9 @@ class Aligner:
         words = split_words(text, language)
         if not words:
             return None
-        return PendingAlignment(self.submit(samples, words), words)
+        pending = PendingAlignment(None, words)
+        pending.request = self.submit(samples, words, pending.take)   # the push says it finished
+        return pending
 
     def aligned_words(self, pending: PendingAlignment) -> list[Word]:
         """The words of a finished ``submit_text`` with their times (seconds, rounded to ms);

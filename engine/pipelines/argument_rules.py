@@ -95,9 +95,11 @@ KV_CACHE_MB = NumberRule("kv_cache_mb", 16, 1 << 20, "MiB", integer=True, flag="
 MAX_NEW_TOKENS = NumberRule("max_new_tokens", 1, 1 << 20, integer=True)
 PRIORITY = NumberRule("priority", -(1 << 31), (1 << 31) - 1, integer=True)
 
+# The app's "Files at once": the engine's file admission (EngineConfig.max_decoding_files,
+# set on the loaded engine by the app's worker).
+PARALLEL_FILES = NumberRule("parallel_files", 1, 64, integer=True, setting="transcribe/parallel_files")
 # App settings that the engine does not take, bounded as their controls are; the subtitle cue
 # options also as CLI flags (checked by engine.arguments.check_cli_numbers where the parser has them).
-PARALLEL_FILES = NumberRule("parallel_files", 1, 64, integer=True, setting="transcribe/parallel_files")
 LIVE_FONT_SIZE = NumberRule("font_size", 8, 72, "pt", integer=True, setting="live/font_size")
 MAX_LINE_CHARS = NumberRule("max_line_chars", 10, 200, integer=True, flag="--max-line-chars",
                             setting="cues/max_line_chars")

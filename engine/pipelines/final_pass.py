@@ -27,7 +27,8 @@ class FinalPass:
 
     ``request`` keeps the finished engine request (its ``token_ids``) so a caller
     can reproduce the transcription offline; ``segment`` is what was committed
-    (None while pending, and for passes that produced no text).
+    (None while pending, and for passes that produced no text). ``answered`` turns True
+    when the engine pushes the request's finished output to the stream (``take``).
     """
 
     start: int
@@ -39,11 +40,17 @@ class FinalPass:
     samples: np.ndarray | None = None     # kept only until word alignment has run
     segment: Segment | None = None
     align: object = None
+    answered: bool = False                # the engine pushed the request's finished output
+
+    def take(self, output) -> None:
+        """The engine's push (a RequestOutput) for this pass's request."""
+        if output.finished:
+            self.answered = True
 
     def resolve(self, engine) -> bool:
         """Advance this pass; True once it is ready to commit (or to drop: no text)."""
         request = self.request
-        if not request.finished:
+        if not self.answered:
             return False
         if self.segment is None and self.align is None:
             if request.error:
@@ -59,7 +66,7 @@ class FinalPass:
 
                 self.align = submit_alignment(engine.aligner, self.samples, self.segment)
         if self.align is not None:
-            if not self.align.finished:
+            if not self.align.answered:       # pushed by the aligner
                 return False
             if not self.align.error:            # without word times the text still commits
                 from engine.text.words import words_from_alignment

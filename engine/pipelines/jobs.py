@@ -53,6 +53,16 @@ class JobLayer:
         self._alignments.append(job)
         return job
 
+    def reorder(self, jobs: list[Job]) -> None:
+        """Put ``jobs`` in this order among themselves: they take the places they hold now, in the
+        given order, and every other job keeps its place. Admission starts waiting files in queue
+        order (within a priority), so this is how a user's reordered queue reaches the engine.
+        Jobs that are not here (finished, or another engine's) are skipped."""
+        place = {id(job): i for i, job in enumerate(self._jobs)}
+        wanted = list({id(job): job for job in jobs if id(job) in place}.values())
+        for slot, job in zip(sorted(place[id(job)] for job in wanted), wanted):
+            self._jobs[slot] = job
+
     def has_work(self) -> bool:
         """Whether a job or the aligner has work; an open live stream waiting for audio has none."""
         return any(job.busy for job in self._jobs) or bool(self._alignments) or (

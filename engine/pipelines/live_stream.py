@@ -12,7 +12,9 @@ one utterance, and only the open utterance (plus a short pre-roll) is kept in
 memory, so the cost of an update does not depend on how long the session runs.
 
 ``feed`` and ``close`` may be called from any thread; all the work happens in
-``advance``, which the engine calls once per step on its own thread.
+``advance``, which the engine calls once per step on its own thread. The engine pushes
+each pass's outputs back to the stream (``_on_output``, given with the request), as it
+does to file jobs: the stream learns that a pass finished from the push.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS, PRIORITY
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
 from engine.pipelines.live_speakers import stream_speakers
 from engine.pipelines.pass_draft import PassDraft
-from engine.serving.request import Request
+from engine.serving.request import Request, RequestOutput
 from engine.text.types import Segment
 
 __all__ = ["FinalPass", "Stream", "stable_prefix"]
@@ -147,6 +149,7 @@ class Stream:
         self._open: int | None = None           # start sample of the open utterance
         self._next_update = 0
         self._update: Request | None = None     # the one tentative update in flight, if any
+        self._update_answered = False           # the engine pushed the update's finished output
         self._update_span = (0, 0)              # samples the update in flight covers
         self._update_end = 0                    # stream position the last finished update covered
         self._update_context = ""               # the context of the update in flight
@@ -311,6 +314,7 @@ class Stream:
             return                               # still running: skip this one rather than queue it
         span = self._update_span = (self._open, self._position)
         self._update_context = self._context()
+        self._update_answered = False
         self._update = self._submit(span, self._update_context)
         self._notify_request("update", self._update, span)
 
@@ -332,7 +336,8 @@ class Stream:
         self._draft.next_utterance()
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
-                          samples=self._slice(start, end) if keep else None)
+                          samples=self._slice(start, end) if keep else None,
+                          answered=covering is not None)     # a covering update finished already
         self._pending.append(final)
         if self.speakers is not None:
             self.speakers.hear(final, self._slice(start, end))
@@ -351,7 +356,20 @@ class Stream:
                                            context=self._context() if context is None else context,
                                            max_new_tokens=cap, priority=priority)
         self._draft.give(request)                # the rest it reuses, serving finds in its caches
-        return self.engine.add_request(request)
+        return self.engine.add_request(request, self._on_output)
+
+    def _on_output(self, output: RequestOutput) -> None:
+        """The engine's push for one of this stream's passes (taken by ``_collect``); a dropped
+        update's late push finds no owner and is ignored."""
+        if not output.finished:
+            return
+        if output.request is self._update:
+            self._update_answered = True
+            return
+        for final in self._pending:
+            if final.request is output.request:
+                final.take(output)
+                return
 
     def _drop_update(self) -> None:
         if self._update is not None:
@@ -394,7 +412,7 @@ class Stream:
     def _collect(self) -> None:
         """Take a finished update's text, then commit finished finals in utterance order."""
         update = self._update
-        if update is not None and update.finished:
+        if update is not None and self._update_answered:
             self._update = None
             self._draft.take(update)
             if not update.error and update.finish_reason != "cancelled":

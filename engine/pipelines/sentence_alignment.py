@@ -137,7 +137,7 @@ class SentenceAligner:
         """Take the finished alignments: plausible word times go onto their sentence, others are refused."""
         still = []
         for p in self._pending:
-            if not p.request.finished:
+            if not p.request.answered:     # the aligner pushes its finished output
                 still.append(p)
                 continue
             words = words_from_alignment(self.aligner, p.request, p.piece, self.problems)

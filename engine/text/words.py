@@ -21,14 +21,21 @@ def aligner_supports(language: str | None) -> bool:
 @dataclass(eq=False)
 class PendingAlignment:
     """An aligner request with the words it times: what ``submit_alignment`` gives and
-    ``words_from_alignment`` takes. ``finished``, ``error``, ``result`` and ``cancel()`` are the request's."""
+    ``words_from_alignment`` takes. ``finished`` turns True when the aligner pushes the request's
+    last output (``take``); ``error``, ``result`` and ``cancel()`` are the request's."""
 
     request: object          # the aligner's request (engine.serving.request.Request)
     words: list[str]         # the words, in order, as the aligner got them
+    answered: bool = False   # the aligner pushed the request's finished output
+
+    def take(self, output) -> None:
+        """The aligner's push (an engine.serving.request.RequestOutput) for this request."""
+        if output.finished:
+            self.answered = True
 
     @property
     def finished(self) -> bool:
-        return self.request.finished
+        return self.answered
 
     @property
     def error(self) -> str | None:
@@ -56,14 +63,15 @@ def submit_alignment(aligner, samples: np.ndarray, segment: Segment,
         return None
     if not words:
         return None
+    pending = PendingAlignment(None, words)
     try:
-        request = aligner.submit(samples, words)
+        pending.request = aligner.submit(samples, words, pending.take)
     except Exception as exc:
         if problems is None:
             raise
         problems.append(_problem(segment, exc))
         return None
-    return PendingAlignment(request, words)
+    return pending
 
 
 def words_from_alignment(aligner, request: PendingAlignment, segment: Segment, problems: list[str] | None = None) -> list[Word]:
