@@ -349,12 +349,14 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     # (2) the server: file clients and live sessions at once
     url = f"http://127.0.0.1:{args.port}"
     proc = start_server(args.model, args.port)
-    cpu0 = cpu_seconds(proc.pid)
+    cpu0, busy0 = cpu_seconds(proc.pid), step_seconds(url)
     outs, live_thread = live_sessions([url] * args.live, live_audio)
     result = file_clients(url, files, args.clients)
     live_thread.join()
     cpu = cpu_seconds(proc.pid) - cpu0
-    print(f"  (server resident memory after files and live: {rss_gb(proc.pid):.1f} GB)", flush=True)
+    busy = (step_seconds(url) - busy0) / result["wall"]
+    print(f"  (server resident memory after files and live: {rss_gb(proc.pid):.1f} GB; its engine stepped "
+          f"{busy:.0%} of the files' time)", flush=True)
     lat = [r[0] for r in result["results"].values() if r[1] is not None]
     lost = [i for i in range(len(files)) if result["results"].get(i, (0, None))[1] is None]
     same = sum(result["results"][i][1] == cli_text[i] for i in range(len(files)) if i not in lost)
@@ -370,9 +372,10 @@ def files_parts(args, work, files, total, live_audio, live_counts) -> None:
     if args.skip_files_alone:
         stop(proc)
         return
-    cpu0 = cpu_seconds(proc.pid)
+    cpu0, busy0 = cpu_seconds(proc.pid), step_seconds(url)
     alone = file_clients(url, files, args.clients)
     cpu = cpu_seconds(proc.pid) - cpu0
+    print(f"  (its engine stepped {(step_seconds(url) - busy0) / alone['wall']:.0%} of the time of the files alone)")
     lat = [r[0] for r in alone["results"].values() if r[1] is not None]
     print(f"  the same files alone: answered {len(lat)}/{len(files)}, latency p50 {percentile(lat, 50):.1f} s, "
           f"p95 {percentile(lat, 95):.1f} s; {alone['wall']:.1f} s = {total / alone['wall']:.1f}x real time = "
