@@ -125,16 +125,18 @@ def qk_norm_rope_cpu(qk, qk_norm_weight, eps, cos, sin_signed, n_heads, v, k_cac
 
     qk: [tokens, n_heads + n_kv_heads, head_dim], the adjacent q and k parts of one qkv output,
     normed and rotated together; qk_norm_weight: [n_heads + n_kv_heads, head_dim] (q_norm's weight
-    on the q heads, k_norm's on the k heads); cos, sin_signed: [tokens, head_dim] (``signed_sin``);
+    on the q heads, k_norm's on the k heads); cos, sin_signed: [tokens, head_dim] (``signed_sin``),
+    or their [tokens, 1, head_dim] views, which a caller calling once per layer makes once per step;
     slots: [valid tokens] int64 cache slots; valid: None, or the [tokens] mask of the non-padding
     tokens whose k and v are written (as the reference skips slot -1).
     Inputs are trusted (checked once per step by the caller with ``_check``). Returns q_out."""
-    h = qk.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    n = qk_norm_weight * h.to(qk.dtype)
-    half = n.shape[-1] // 2
-    rolled = torch.cat((n[..., half:], n[..., :half]), dim=-1)
-    out = n * cos[:, None, :] + rolled * sin_signed[:, None, :]
+    # torch.rms_norm without a weight is the reference's float32 norm, rounded back (see
+    # kernels/rmsnorm.py); rolling by half a head is the reference's half swap, as one op.
+    n = qk_norm_weight * torch.rms_norm(qk, (qk.shape[-1],), None, eps)
+    rolled = n.roll(n.shape[-1] // 2, dims=-1)
+    if cos.dim() == 2:                                   # broadcast over the heads
+        cos, sin_signed = cos[:, None, :], sin_signed[:, None, :]
+    out = n * cos + rolled * sin_signed
     n_kv, head_dim = v.shape[1:]
     k_rot = out[:, n_heads:]
     if valid is not None:

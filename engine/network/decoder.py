@@ -119,6 +119,10 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
     plan = attention_plan(meta, cache_k.shape[1], q.device)
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
     q_heads = q.transpose(0, 1)[None]                                  # [1, heads, tokens, hd]
+    if len(plan) == 1 and plan[0].n == tokens == 1:     # one decode row: no list, no cat
+        row = plan[0]
+        return ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row),
+                             enable_gqa=True).view(1, heads * hd)
     outs, filled = [], 0
     for row in plan:
         o = ops.attention(q_heads.narrow(2, row.start, row.n), _row_kv(cache_k, keys, row),
@@ -177,7 +181,8 @@ def _torch_prologue(cfg, cos, sin, slot_mapping):
     valid = None if not bool((slots < 0).any()) else slots >= 0   # padding tokens write no cache
     if valid is not None:
         slots = slots[valid]
-    sin_signed = signed_sin(sin)
+    sin_signed = signed_sin(sin)[:, None, :]              # [tokens, 1, hd]: broadcast over the heads
+    cos_heads = cos[:, None, :]
     checked = False
 
     def prologue(layer, qkv, k_cache, v_cache):
@@ -190,8 +195,18 @@ def _torch_prologue(cfg, cos, sin, slot_mapping):
             checked = True
         qk = qkv[:, :(heads + kvh) * hd].view(-1, heads + kvh, hd)   # q's heads, then k's: adjacent
         v = qkv[:, (heads + kvh) * hd:].view(-1, kvh, hd)
-        # weight: [heads + kvh, hd], q_norm's on each q head, k_norm's on each k head
-        weight = torch.cat((attn.q_norm.weight.expand(heads, -1), attn.k_norm.weight.expand(kvh, -1)))
-        return qk_norm_rope_cpu(qk, weight, cfg.rms_norm_eps, cos, sin_signed, heads, v,
-                                k_cache, v_cache, slots, valid)
+        return qk_norm_rope_cpu(qk, _qk_norm_weight(attn, heads, kvh), cfg.rms_norm_eps, cos_heads, sin_signed,
+                                heads, v, k_cache, v_cache, slots, valid)
     return prologue
+
+
+def _qk_norm_weight(attn, heads: int, kvh: int) -> torch.Tensor:
+    """[heads + kvh, hd]: q_norm's weight on each q head, k_norm's on each k head. Built at a layer's
+    first step and kept on the module, since a CPU decode step is short enough that one more op per
+    layer counts; built again if either weight is replaced or changed in place."""
+    qw, kw = attn.q_norm.weight, attn.k_norm.weight
+    key = (qw.data_ptr(), qw._version, kw.data_ptr(), kw._version, heads, kvh)
+    cached = attn.__dict__.get("_qk_norm_weight")
+    if cached is None or cached[0] != key:
+        cached = attn.__dict__["_qk_norm_weight"] = (key, torch.cat((qw.expand(heads, -1), kw.expand(kvh, -1))))
+    return cached[1]

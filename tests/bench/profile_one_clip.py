@@ -2,13 +2,16 @@
 reads per second against what this machine's matrix-vector products reach.
 
     python tests/bench/profile_one_clip.py [--dtype bfloat16] [--seconds 10] [--tokens 40] \\
-        [--model DIR] [--threads 2] [--repeat 3] [--torch-profile]
+        [--model DIR] [--threads 2] [--repeat 3] [--torch-profile] [--floor]
 
 The checkpoint is ``peer_checkpoint.py``'s (the one bench_peers.py runs), so the figures are the
 ones behind bench_peers' one-clip column. Timing hooks wrap the runner's encoder call, the
 decoder forward and the LM head; what an ``Engine.step`` spends outside them (scheduling,
 building the step's inputs, argmax, bookkeeping) is printed as "outside". ``--torch-profile``
 adds torch.profiler's op table for decode steps (ops by self CPU time, and how many ran).
+``--floor`` times the projections a decode step calls (every decoder linear method and the LM head,
+one row each, in the step's order) with nothing between them: the step's time less this floor is
+what the norms, rotary, attention, the cache writes and Python cost.
 
 A decode step reads every decoder weight and the LM head once; its bytes over its time is the
 rate printed against the machine's GEMV bandwidth (``gemv_bandwidth``: the best of a few big
@@ -68,6 +71,25 @@ def decode_bytes(net) -> int:
     head = cfg.hidden_size * cfg.vocab_size
     elt = net.language_model.norm.weight.element_size()
     return (cfg.layers * per_layer) * elt + head * elt
+
+
+def projections_floor(net, repeat: int = 20) -> float:
+    """Median seconds of one decode step's projections alone: each layer's qkv, o, gate_up and
+    down on one row, then the LM head, called back to back as a step calls them."""
+    lm, cfg = net.language_model, net.config.decoder
+    dtype = lm.norm.weight.dtype
+    inputs = (cfg.hidden_size, cfg.heads * cfg.head_dim, cfg.hidden_size, cfg.intermediate_size)
+    calls = [(method, torch.randn(1, n, dtype=dtype))
+             for layer in lm.layers for method, n in zip((layer.qkv, layer.o, layer.gate_up, layer.down), inputs)]
+    calls.append((net.head, torch.randn(1, cfg.hidden_size, dtype=dtype)))
+    times = []
+    with torch.no_grad():
+        for _ in range(repeat + 2):
+            t = time.perf_counter()
+            for method, x in calls:
+                method(x)
+            times.append(time.perf_counter() - t)
+    return statistics.median(times[2:])
 
 
 class StepTimer:
@@ -141,6 +163,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="clips run; the fastest is shown step by step")
     parser.add_argument("--torch-profile", action="store_true")
     parser.add_argument("--no-bandwidth", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="time a decode step's projections alone")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -185,6 +208,10 @@ def main():
           f"per step" + (f" ({nbytes / med(steps) / 1e9 / peak * 100:.0f}% of the best GEMV, {peak:.1f} GB/s; "
                          f"memory-bound floor {nbytes / peak / 1e9 * 1e3:.1f} ms/step)" if not args.no_bandwidth else ""))
     print("  per step ms: " + " ".join(f"{s * 1e3:.0f}" for s in steps))
+    if args.floor:
+        floor = projections_floor(eng.runner.net)
+        print(f"  the step's projections alone: {floor * 1e3:.1f} ms ({nbytes / floor / 1e9:.1f} GB/s); the rest of a "
+              f"median step: {(med(steps) - floor) * 1e3:.1f} ms (norms, rotary, attention, cache writes, Python)")
 
     if args.torch_profile:
         from torch.profiler import ProfilerActivity, profile
