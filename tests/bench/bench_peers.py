@@ -315,10 +315,13 @@ print("JSON:" + json.dumps(out), flush=True)
 
 
 def sherpa_graphs(folder: Path) -> dict[str, dict[str, str]]:
-    """fp32 and int8 graph sets found in an export folder."""
+    """fp32 and int8 graph sets found in an export folder. The exporter quantizes the encoder and
+    the decoder only: an int8 set takes the fp32 conv_frontend.onnx when there is no int8 one."""
     found = {}
     for label, suffix in (("fp32", ".onnx"), ("int8", ".int8.onnx")):
         g = {part: str(folder / f"{part}{suffix}") for part in ("conv_frontend", "encoder", "decoder")}
+        if not Path(g["conv_frontend"]).is_file():
+            g["conv_frontend"] = str(folder / "conv_frontend.onnx")
         if all(Path(p).is_file() for p in g.values()):
             found[label] = g
     return found
