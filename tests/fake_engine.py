@@ -160,10 +160,9 @@ class FakeEngine:
 
     def reorder_files(self, jobs):
         """As Engine.reorder_files: the given jobs take their current places in the given order."""
-        place = {id(j): i for i, j in enumerate(self.jobs)}
-        wanted = list({id(j): j for j in jobs if id(j) in place}.values())
-        for slot, job in zip(sorted(place[id(j)] for j in wanted), wanted):
-            self.jobs[slot] = job
+        from engine.pipelines.jobs import reordered
+
+        self.jobs = reordered(self.jobs, jobs, key=id)
 
     def open_stream(self, *, language=None, context="", speakers=False):
         stream = FakeStream(self, language, context)

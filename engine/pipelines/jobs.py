@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 Job = Union[FileJob, "Stream"]
 
 
+def reordered(items: list, wanted, key=lambda item: item) -> list:
+    """``items`` with those in ``wanted`` put in ``wanted``'s order, in the places they hold now;
+    every other item keeps its place. ``key`` tells items apart (``id`` for jobs); items of
+    ``wanted`` not in ``items`` are skipped, repeats count once."""
+    place = {key(item): i for i, item in enumerate(items)}
+    chosen = list({key(item): item for item in wanted if key(item) in place}.values())
+    out = list(items)
+    for slot, item in zip(sorted(place[key(item)] for item in chosen), chosen):
+        out[slot] = item
+    return out
+
+
 class JobLayer:
     """The engine's jobs, in the order they came. ``aligner`` is the loaded forced aligner or None."""
 
@@ -58,10 +70,7 @@ class JobLayer:
         given order, and every other job keeps its place. Admission starts waiting files in queue
         order (within a priority), so this is how a user's reordered queue reaches the engine.
         Jobs that are not here (finished, or another engine's) are skipped."""
-        place = {id(job): i for i, job in enumerate(self._jobs)}
-        wanted = list({id(job): job for job in jobs if id(job) in place}.values())
-        for slot, job in zip(sorted(place[id(job)] for job in wanted), wanted):
-            self._jobs[slot] = job
+        self._jobs = reordered(self._jobs, jobs, key=id)
 
     def has_work(self) -> bool:
         """Whether a job or the aligner has work; an open live stream waiting for audio has none."""
