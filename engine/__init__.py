@@ -31,9 +31,12 @@ def __getattr__(name):
 
 def load_aligner(aligner_dir, device=None, dtype=None):
     """Load a Qwen3-ForcedAligner checkpoint folder; see ``Aligner.align``."""
+    from engine.network.openmp_team import release_team
     from engine.pipelines.aligner import Aligner
 
-    return Aligner(aligner_dir, device=device, dtype=dtype)
+    aligner = Aligner(aligner_dir, device=device, dtype=dtype)
+    release_team()      # as engine.load: the thread that steps it may be another
+    return aligner
 
 
 __all__ = ["Engine", "EngineConfig", "StreamDefaults", "load", "load_aligner", "Aligner", "Stream", "FileJob", "Request", "RequestOutput",

@@ -320,6 +320,7 @@ def load(model_dir, device=None, dtype=None, *, aligner=None, config: EngineConf
     arguments named like its fields override it.
     """
     from engine.network.model_kind import ALIGNER, ASR, check_kind_if_readable
+    from engine.network.openmp_team import release_team
 
     if device is not None:
         engine_options["device"] = device
@@ -334,4 +335,6 @@ def load(model_dir, device=None, dtype=None, *, aligner=None, config: EngineConf
         from engine.pipelines.aligner import Aligner
 
         eng.aligner = Aligner(aligner, device=eng.torch_device, dtype=eng.torch_dtype)
+    # this thread may hand the engine to another one (the server's, the app's): leave no OpenMP team behind
+    release_team()
     return eng

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.network.openmp_team import release_team
 from engine.network.features import SAMPLE_RATE, log_mel
 
 
@@ -239,6 +240,7 @@ class ThreadedReader:
             self.opened.set()
             while not self._stop.is_set():
                 block = self.maker.read_block()
+                release_team()     # no OpenMP team kept while waiting for the engine (openmp_team.py)
                 if not self._put(block) or block.last:
                     break
         except BaseException as error:   # a broken file: the job fails (or retries) on its own thread
