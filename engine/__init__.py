@@ -14,7 +14,7 @@ from engine.text.types import Segment, Transcript, Word
 
 __version__ = "0.1.0"
 
-_LAZY = {"Engine": "engine.api", "load": "engine.api", "Request": "engine.serving.request",
+_LAZY = {"Engine": "engine.api", "load": "engine.api", "load_aligner": "engine.api", "Request": "engine.serving.request",
          "RequestOutput": "engine.serving.request", "Aligner": "engine.pipelines.aligner",
          "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job",
          "EngineConfig": "engine.serving.config", "StreamDefaults": "engine.serving.config",
@@ -27,16 +27,6 @@ def __getattr__(name):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
-
-
-def load_aligner(aligner_dir, device=None, dtype=None):
-    """Load a Qwen3-ForcedAligner checkpoint folder; see ``Aligner.align``."""
-    from engine.network.openmp_team import release_team
-    from engine.pipelines.aligner import Aligner
-
-    aligner = Aligner(aligner_dir, device=device, dtype=dtype)
-    release_team()      # as engine.load: the thread that steps it may be another
-    return aligner
 
 
 __all__ = ["Engine", "EngineConfig", "StreamDefaults", "load", "load_aligner", "Aligner", "Stream", "FileJob", "Request", "RequestOutput",

@@ -338,3 +338,13 @@ def load(model_dir, device=None, dtype=None, *, aligner=None, config: EngineConf
     # this thread may hand the engine to another one (the server's, the app's): leave no OpenMP team behind
     release_team()
     return eng
+
+
+def load_aligner(aligner_dir, device=None, dtype=None):
+    """Load a Qwen3-ForcedAligner checkpoint folder; see ``Aligner.align``."""
+    from engine.network.openmp_team import release_team
+    from engine.pipelines.aligner import Aligner
+
+    aligner = Aligner(aligner_dir, device=device, dtype=dtype)
+    release_team()      # as engine.load: the thread that steps it may be another
+    return aligner
