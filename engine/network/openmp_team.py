@@ -6,12 +6,12 @@ threads together hold more threads than the process has CPUs, libgomp stops spin
 barriers (100 spins instead of ~300,000) and every parallel region sleeps and wakes on futexes.
 A model step runs hundreds of small parallel regions (one attention call per row and layer),
 so an engine stepped on a thread other than the one that loaded it (the server's engine
-thread, the app's QThread) left a core idle a third of the time: the loading thread's team
-was still there, and so were the teams of file readers waiting for the engine to take a block.
+thread) left cores idle while it waited at those barriers: the loading thread's team was still
+there, and so were the teams of file readers waiting for the engine to take a block.
 
 So whoever finishes a burst of torch work on a thread that will not step the engine gives its
 team back: ``engine.load`` on the loading thread, a file reader after each block. The next
-parallel op on that thread builds a new team (a thread start, ~0.1 ms).
+parallel op on that thread builds a new team (one thread start).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.network.openmp_team import release_team
 from engine.network.features import SAMPLE_RATE, log_mel
+from engine.network.openmp_team import release_team
 
 
 @dataclass
