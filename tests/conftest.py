@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Triton reads TRITON_INTERPRET when it is first imported: set it before anything imports
 # it, so the kernel tests run on the CPU in this same session. The engine still uses the
-# torch references on CPU (kernels.triton_available needs an explicit opt-in there).
+# torch references on CPU (asr_kernels.triton_available needs an explicit opt-in there).
 import torch  # noqa: E402
 
 if not torch.cuda.is_available():

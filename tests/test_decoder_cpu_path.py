@@ -9,8 +9,8 @@ import torch
 import engine
 import engine.network.decoder as decoder
 from engine.serving.scheduler import ScheduledRow
-from kernels.qk_norm_rope import qk_norm_rope_reference
-from kernels.rmsnorm import rms_norm_residual_reference
+from asr_kernels.qk_norm_rope import qk_norm_rope_reference
+from asr_kernels.rmsnorm import rms_norm_residual_reference
 
 SR = 16000
 

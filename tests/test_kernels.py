@@ -18,30 +18,30 @@ import sys  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import kernels  # noqa: E402
+import asr_kernels  # noqa: E402
 
 
 def _import_interpreted(*names):
-    """Import fresh, interpreted copies of kernels.<name>, then put the session back.
+    """Import fresh, interpreted copies of asr_kernels.<name>, then put the session back.
 
-    Whatever sys.modules and the ``kernels`` package held before is restored, and so is
+    Whatever sys.modules and the ``asr_kernels`` package held before is restored, and so is
     TRITON_INTERPRET: left set for the whole session it would make
     the engine's triton_available(cpu) True and run its tests through the interpreter.
     """
-    full = ["kernels._rounding"] + [f"kernels.{n}" for n in names]  # _rounding first
+    full = ["asr_kernels._rounding"] + [f"asr_kernels.{n}" for n in names]  # _rounding first
     saved = {m: sys.modules.pop(m) for m in full if m in sys.modules}
-    for m in saved:  # `from kernels import x` reads the package attribute first
-        delattr(kernels, m.rsplit(".", 1)[1])
+    for m in saved:  # `from asr_kernels import x` reads the package attribute first
+        delattr(asr_kernels, m.rsplit(".", 1)[1])
     try:
         fresh = [importlib.import_module(m) for m in full][1:]
     finally:
         for m in full:
             sys.modules.pop(m, None)
-            if hasattr(kernels, m.rsplit(".", 1)[1]):
-                delattr(kernels, m.rsplit(".", 1)[1])
+            if hasattr(asr_kernels, m.rsplit(".", 1)[1]):
+                delattr(asr_kernels, m.rsplit(".", 1)[1])
         for m, module in saved.items():
             sys.modules[m] = module
-            setattr(kernels, m.rsplit(".", 1)[1], module)
+            setattr(asr_kernels, m.rsplit(".", 1)[1], module)
         if _SAVED_INTERPRET is None:
             del os.environ["TRITON_INTERPRET"]
         else:
@@ -115,18 +115,18 @@ def clone_caches(args):
 
 def test_triton_available(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    assert not kernels.triton_available("cpu")
-    assert kernels.triton_available(torch.device("cuda"))
+    assert not asr_kernels.triton_available("cpu")
+    assert asr_kernels.triton_available(torch.device("cuda"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert not kernels.triton_available("cpu"), "the engine must not take the interpreter by accident"
-    monkeypatch.setenv(kernels.CPU_OPT_IN, "1")
-    assert kernels.triton_available("cpu")
+    assert not asr_kernels.triton_available("cpu"), "the engine must not take the interpreter by accident"
+    monkeypatch.setenv(asr_kernels.CPU_OPT_IN, "1")
+    assert asr_kernels.triton_available("cpu")
 
 
 @pytest.mark.parametrize("interpret, path", [("0", "reference"), ("1", "triton")])
 def test_dispatch(monkeypatch, interpret, path):
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
-    monkeypatch.setenv(kernels.CPU_OPT_IN, interpret)
+    monkeypatch.setenv(asr_kernels.CPU_OPT_IN, interpret)
     calls = []
     for mod, name in ((rmsnorm, "rms_norm_residual"), (qkr, "qk_norm_rope")):
         for kind in ("reference", "triton"):

@@ -1,7 +1,7 @@
 """The package layout is the architecture: each layer imports only the layers below it.
 
     engine.errors                     base: imports nothing from the project
-    engine.network   (+ kernels)      the network: config, weights, features, encoder, decoder
+    engine.network   (+ asr_kernels)  the network: config, weights, features, encoder, decoder
     engine.audio                      audio in: decoding, live sources, VAD, chunking
     engine.text                       text out: prompts, words, transcript types, cues, exports
     engine.serving                    the step loop over the network
@@ -21,18 +21,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "kernels", "modelhub", "cli", "app", "server", "cluster")
+PACKAGES = ("engine", "asr_kernels", "modelhub", "cli", "app", "server", "cluster")
 
 # layer -> the layers (besides itself) it may import
 ALLOWED = {
     "engine.errors": set(),
-    "kernels": set(),
-    "engine.network": {"engine.errors", "kernels"},
+    "asr_kernels": set(),
+    "engine.network": {"engine.errors", "asr_kernels"},
     "engine.audio": {"engine.errors"},
     "engine.text": {"engine.errors"},
-    "engine.serving": {"engine.errors", "engine.network", "kernels"},
+    "engine.serving": {"engine.errors", "engine.network", "asr_kernels"},
     "engine.pipelines": {"engine.errors", "engine.network", "engine.audio", "engine.text", "engine.serving",
-                         "kernels"},
+                         "asr_kernels"},
     "engine.api": {"engine.errors", "engine.network", "engine.audio", "engine.text", "engine.serving",
                    "engine.pipelines", "engine"},
     "engine": {"engine.errors", "engine.text", "engine.api", "engine.serving", "engine.pipelines"},
@@ -95,6 +95,18 @@ def import_graph() -> dict[str, set[str]]:
     modules = project_modules()
     known = set(modules)
     return {m: imports_of(m, p, known) for m, p in modules.items()}
+
+
+def test_no_installed_distribution_ships_a_top_level_package_of_ours():
+    """Our top-level packages share one import namespace with every dependency: a dependency that
+    ships a package of the same name (transformers 5.25 pulls Hugging Face's ``kernels``, which our
+    Triton kernels were once called) gets ours on import, and fails there."""
+    import importlib.metadata as metadata
+
+    ours = {"qwen3-asr-desktop", "qwen3_asr_desktop"}
+    provided = metadata.packages_distributions()
+    clashes = {name: sorted(set(provided.get(name, [])) - ours) for name in PACKAGES + ("resources",)}
+    assert {name: dists for name, dists in clashes.items() if dists} == {}
 
 
 def test_every_module_has_a_layer():

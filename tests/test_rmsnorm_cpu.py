@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.rmsnorm import rms_norm_residual_cpu, rms_norm_residual_reference
+from asr_kernels.rmsnorm import rms_norm_residual_cpu, rms_norm_residual_reference
 
 EPS = 1e-6
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)

@@ -14,11 +14,11 @@ import torch.nn.functional as F
 
 from engine.network import ops
 from engine.network.modules import Qwen3ASRNetwork
-from kernels import triton_available
-from kernels.qk_norm_rope import _check as check_qk_norm_rope
-from kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_cpu, signed_sin
-from kernels.rmsnorm import _check as check_rms_norm
-from kernels.rmsnorm import rms_norm_residual, rms_norm_residual_cpu
+from asr_kernels import triton_available
+from asr_kernels.qk_norm_rope import _check as check_qk_norm_rope
+from asr_kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_cpu, signed_sin
+from asr_kernels.rmsnorm import _check as check_rms_norm
+from asr_kernels.rmsnorm import rms_norm_residual, rms_norm_residual_cpu
 
 
 class PagedKV(Protocol):

@@ -1,7 +1,7 @@
 """Which attention a step runs through, and adapters that give each one the same call.
 
     flash   flash-attn varlen over the block table (CUDA, 16-bit, when installed)
-    triton  our Triton paged kernel (kernels/paged_attention.py): CUDA without flash-attn
+    triton  our Triton paged kernel (asr_kernels/paged_attention.py): CUDA without flash-attn
     torch   one SDPA call per row (decoder.paged_attention): CPU, and CUDA float32,
             the exact path the parity tests hold against transformers
 
@@ -14,8 +14,8 @@ import torch
 
 from engine.network.decoder import StepMetadata, paged_attention
 from engine.serving.flash import flash_attn_installed, flash_paged_attention
-from kernels import triton_available
-from kernels.paged_attention import paged_attention as paged_attention_kernel
+from asr_kernels import triton_available
+from asr_kernels.paged_attention import paged_attention as paged_attention_kernel
 
 
 def attention_backend(device: torch.device, dtype: torch.dtype) -> str:

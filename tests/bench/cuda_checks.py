@@ -75,7 +75,7 @@ def test_attention_backend_equals_torch_path(model_dir, backend):
 def test_paged_attention_kernel_on_device(dtype):
     from kernel_inputs import PAGED_ROWS, paged_inputs
 
-    from kernels.paged_attention import (
+    from asr_kernels.paged_attention import (
         paged_attention_reference,
         paged_attention_triton,
     )
@@ -90,8 +90,8 @@ def test_paged_attention_kernel_on_device(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_triton_kernels_on_device(dtype):
-    from kernels.qk_norm_rope import qk_norm_rope_reference, qk_norm_rope_triton
-    from kernels.rmsnorm import rms_norm_residual_reference, rms_norm_residual_triton
+    from asr_kernels.qk_norm_rope import qk_norm_rope_reference, qk_norm_rope_triton
+    from asr_kernels.rmsnorm import rms_norm_residual_reference, rms_norm_residual_triton
 
     dev = "cuda"
     x, res, w = (torch.randn(37, 1024, device=dev, dtype=dtype) for _ in range(2)), None, None

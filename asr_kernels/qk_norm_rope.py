@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels import triton_available
-from kernels._rounding import round_to
+from asr_kernels import triton_available
+from asr_kernels._rounding import round_to
 
 try:
     import triton
@@ -131,7 +131,7 @@ def qk_norm_rope_cpu(qk, qk_norm_weight, eps, cos, sin_signed, n_heads, v, k_cac
     tokens whose k and v are written (as the reference skips slot -1).
     Inputs are trusted (checked once per step by the caller with ``_check``). Returns q_out."""
     # torch.rms_norm without a weight is the reference's float32 norm, rounded back (see
-    # kernels/rmsnorm.py); rolling by half a head is the reference's half swap, as one op.
+    # asr_kernels/rmsnorm.py); rolling by half a head is the reference's half swap, as one op.
     n = qk_norm_weight * torch.rms_norm(qk, (qk.shape[-1],), None, eps)
     rolled = n.roll(n.shape[-1] // 2, dims=-1)
     if cos.dim() == 2:                                   # broadcast over the heads

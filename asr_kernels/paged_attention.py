@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels import interpret_mode, triton_available
+from asr_kernels import interpret_mode, triton_available
 
 try:
     import triton

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels import triton_available
-from kernels._rounding import round_to
+from asr_kernels import triton_available
+from asr_kernels._rounding import round_to
 
 try:
     import triton
