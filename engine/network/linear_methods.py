@@ -33,10 +33,8 @@ ONEDNN_MAX_ROWS = 32
 
 def packed_rows(rows: int) -> int:
     """The row count a packed call of ``rows`` (1 to PACKED_CHUNK_ROWS) rows runs at: a power of
-    two up to 16, then a multiple of 16; 20 counts in all, so oneDNN keeps 20 kernels per shape.
-    Past a few dozen rows a bfloat16 GEMM is bound by arithmetic, so every padded row costs what
-    a real one does: steps of 16 waste at most 15 (a live pass's prefill of ~70 rows ran at 128)."""
-    return 1 << (rows - 1).bit_length() if rows <= 16 else -(-rows // 16) * 16
+    two up to 64, then a multiple of 64. Ten counts in all, so oneDNN keeps ten kernels per shape."""
+    return 1 << (rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
