@@ -102,11 +102,15 @@ def test_no_installed_distribution_ships_a_top_level_package_of_ours():
     ships a package of the same name (transformers 5.25 pulls Hugging Face's ``kernels``, which our
     Triton kernels were once called) gets ours on import, and fails there."""
     import importlib.metadata as metadata
+    import tomllib
 
-    ours = {"qwen3-asr-desktop", "qwen3_asr_desktop"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    name = project["project"]["name"]
+    ours = {name, name.replace("-", "_")}
+    top_level = {package.split(".")[0] for package in project["tool"]["setuptools"]["packages"]}
     provided = metadata.packages_distributions()
-    clashes = {name: sorted(set(provided.get(name, [])) - ours) for name in PACKAGES + ("resources",)}
-    assert {name: dists for name, dists in clashes.items() if dists} == {}
+    clashes = {package: sorted(set(provided.get(package, [])) - ours) for package in sorted(top_level)}
+    assert {package: dists for package, dists in clashes.items() if dists} == {}
 
 
 def test_every_module_has_a_layer():

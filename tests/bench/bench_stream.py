@@ -14,8 +14,9 @@ Printed per run (the stream alone, then beside a file queue that keeps ``--queue
 clips in flight, both engine-clocked, so they measure cost; then ``realtime``: beside the same
 queue with the audio arriving at the speaker's pace, what a user sees, in stream_realtime.py):
 the wall time of each update request (from the start of the engine step that submitted it to its
-finish: the pass's encode counts whether the stream runs it before submitting or the step does), its mean over the first and the last minute of stream time and their ratio (a pass only ever sees the open
-utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
+finish: the pass's encode counts whether the stream runs it before submitting or the step does),
+its mean over the first and the last minute of stream time and their ratio (a pass only ever sees
+the open utterance, so it should stay below 1.3), and the latency from an utterance's end (the step
 that fed its last sample) to its final pass being resolved, in wall seconds and engine steps;
 then the engine time per stream second, update wall time p50/p95, the share of draft tokens
 (the previous pass's tokens) that verification accepted, and what the passes found in serving's caches
