@@ -15,8 +15,8 @@ from engine.text.types import Segment, Transcript, Word
 __version__ = "0.1.0"
 
 _LAZY = {"Engine": "engine.api", "load": "engine.api", "load_aligner": "engine.api",
-         "Request": "engine.serving.request", "RequestOutput": "engine.serving.request", "Aligner": "engine.pipelines.aligner",
-         "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job",
+         "Request": "engine.serving.request", "RequestOutput": "engine.serving.request",
+         "Aligner": "engine.pipelines.aligner", "Stream": "engine.pipelines.live_stream", "FileJob": "engine.pipelines.file_job",
          "EngineConfig": "engine.serving.config", "StreamDefaults": "engine.serving.config",
          # speaker names from voices (numpy only): the app's re-runs and voice profiles
          "VoiceProfiles": "engine.pipelines.speaker_profiles", "carry_names": "engine.pipelines.speaker_profiles",
