@@ -25,10 +25,10 @@ SR = 16000
 
 @pytest.fixture(scope="module")
 def eng(tiny_model_dir):
-    """float32 where this CPU rounds encoder rows alike whatever call they are in; else
-    bfloat16 where it is native (an AVX512-BF16 EPYC rounds a float32 convolution of one chunk
-    unlike the same chunk in a batch, so reuse switches itself off there in float32; the
-    float32 fallback is tested below and in test_stream_reuse)."""
+    """float32 where this CPU rounds encoder rows alike whatever call they are in (encoder GEMMs
+    take at least MIN_GEMM_ROWS rows and convolutions MIN_CONV_CHUNKS chunks for that); else
+    bfloat16 where it is native. Where a CPU still rounds a row by its call, reuse switches itself
+    off; that fallback is tested below and in test_stream_reuse."""
     eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
     if not rows_round_alike(eng.net) and platform.current().native_bf16:
         eng = engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")
@@ -107,3 +107,19 @@ def test_where_rows_round_apart_every_pass_encodes_fresh(eng, long_speech, monke
         assert torch.equal(reuse.encode([features], "cpu")[0], encode_audio(eng.net, [features])[0])
         assert not reuse.has_first_window(features)
     assert reuse.chunks_reused == reuse.windows_reused == 0
+
+
+def test_one_chunk_is_convolved_as_in_a_batch(tiny_model_dir, monkeypatch):
+    """A live pass often convolves a single new chunk; oneDNN takes another path for a batch of
+    one, which rounds float32 differently on AMD EPYC and Intel Xeon. Calls get MIN_CONV_CHUNKS
+    chunks, so that chunk comes out as it does inside a clip."""
+    from engine.network import encoder, ops
+    eng = engine.load(tiny_model_dir, device="cpu", dtype="float32")
+    tower, cfg = eng.net.audio_tower, eng.net.config.encoder
+    chunks = torch.randn(3, 1, cfg.num_mel_bins, cfg.chunk_frames, generator=torch.Generator().manual_seed(1))
+    batches = []
+    conv2d = ops.conv2d
+    monkeypatch.setattr(ops, "conv2d", lambda conv, x: batches.append(x.shape[0]) or conv2d(conv, x))
+    alone = encoder._conv_stack(tower, chunks[1:2])
+    assert batches == [encoder.MIN_CONV_CHUNKS] * 3 and alone.shape[0] == 1
+    assert torch.equal(alone, encoder._conv_stack(tower, chunks[1:3])[:1])

@@ -26,6 +26,11 @@ CONV_BATCH_CHUNKS = {"cpu": 4, "cuda": 64}
 # clip). rows_round_alike() checks, on the machine at hand, that this holds.
 MIN_GEMM_ROWS = 32
 
+# Every convolution call gets at least this many chunks (zero chunks appended), for the same reason:
+# oneDNN convolves a batch of one chunk by another path, which rounds float32 differently (AMD EPYC
+# and Intel Xeon alike), so a live pass's one new chunk would not match the same chunk in a clip.
+MIN_CONV_CHUNKS = 2
+
 
 def padded_linear(linear, x: torch.Tensor) -> torch.Tensor:
     """linear(x) for x: [rows, in], computed over at least MIN_GEMM_ROWS rows (through ``ops``,
@@ -62,12 +67,17 @@ def _conv_batches(tower, chunks: torch.Tensor) -> torch.Tensor:
     outs = []
     batch = CONV_BATCH_CHUNKS.get(chunks.device.type, 64)
     for start in range(0, chunks.shape[0], batch):
+        x = chunks[start:start + batch]
+        n = x.shape[0]
+        if n < MIN_CONV_CHUNKS:
+            x = torch.cat([x, x.new_zeros(MIN_CONV_CHUNKS - n, *x.shape[1:])])
         # channels_last: oneDNN's convolutions are 2-4x faster in it on CPU (1 input channel most of all).
-        x = chunks[start:start + batch].contiguous(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
         x = F.gelu(ops.conv2d(tower.conv2d1, x))
         x = F.gelu(ops.conv2d(tower.conv2d2, x))
         x = F.gelu(ops.conv2d(tower.conv2d3, x))      # x: [n, ch, freq, t]
-        n, ch, freq, t = x.shape
+        x = x[:n]
+        _, ch, freq, t = x.shape
         x = padded_linear(tower.conv_out, x.permute(0, 3, 1, 2).reshape(n * t, ch * freq)).view(n, t, -1)
         outs.append(x + tower.positions[:t].to(x.dtype))
     return torch.cat(outs)
