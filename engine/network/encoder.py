@@ -75,8 +75,8 @@ def _conv_batches(tower, chunks: torch.Tensor) -> torch.Tensor:
         x = x.contiguous(memory_format=torch.channels_last)
         x = F.gelu(ops.conv2d(tower.conv2d1, x))
         x = F.gelu(ops.conv2d(tower.conv2d2, x))
-        x = F.gelu(ops.conv2d(tower.conv2d3, x))      # x: [n, ch, freq, t]
-        x = x[:n]
+        x = F.gelu(ops.conv2d(tower.conv2d3, x))
+        x = x[:n]                                       # x: [n, ch, freq, t], the padding chunks dropped
         _, ch, freq, t = x.shape
         x = padded_linear(tower.conv_out, x.permute(0, 3, 1, 2).reshape(n * t, ch * freq)).view(n, t, -1)
         outs.append(x + tower.positions[:t].to(x.dtype))
