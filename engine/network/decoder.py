@@ -12,8 +12,11 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+import numpy as np
+
 from engine.network import ops
 from engine.network.modules import Qwen3ASRNetwork
+from asr_kernels import bf16_decode_row as row_kernels
 from asr_kernels import triton_available
 from asr_kernels.qk_norm_rope import _check as check_qk_norm_rope
 from asr_kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_cpu, signed_sin
@@ -72,6 +75,7 @@ class _RowAttention:
     blocks: torch.Tensor | None      # [n_blocks] block ids to gather otherwise
     mask: torch.Tensor | None        # [n, ctx] for a chunk of a longer prompt
     causal: bool
+    table: list[int]                 # its cache blocks up to ctx
 
 
 def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAttention]:
@@ -90,7 +94,7 @@ def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAtte
         if 1 < n < ctx:  # a chunk of a longer prompt: query i sits at position ctx - n + i
             qpos = torch.arange(ctx - n, ctx, device=device)[:, None]
             mask = torch.arange(ctx, device=device)[None, :] <= qpos
-        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx))
+        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx, table=used))
     meta.plan = plan
     return plan
 
@@ -135,6 +139,47 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
     return torch.cat(outs).view(tokens, heads * hd)
 
 
+def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
+                             meta: StepMetadata) -> torch.Tensor:
+    """paged_attention for bfloat16 on CPU with the compiled kernels: a row of one query (a decode
+    row) through ``bf16_decode_row.attend``, a longer row through SDPA as there.
+    q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd]."""
+    tokens, heads, hd = q.shape
+    block_size, kv_heads = cache_k.shape[1], cache_k.shape[2]
+    plan = attention_plan(meta, block_size, q.device)
+    q = q.contiguous()
+    covered = sum(row.n for row in plan)
+    out = (torch.empty if covered == tokens else torch.zeros)(tokens, heads * hd, dtype=q.dtype)  # padding: zero
+    q_at, out_at, width = q.data_ptr(), out.data_ptr(), heads * hd * q.element_size()
+    keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
+    for row in plan:
+        if row.n == 1:
+            row_kernels.attend(q_at + row.start * width, row_kernels.bits(cache_k), row_kernels.bits(cache_v),
+                               np.asarray(row.table, dtype=np.int64), block_size, row.ctx,
+                               out_at + row.start * width, heads, kv_heads, hd)
+            continue
+        q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
+        o = ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row), attn_mask=row.mask,
+                          is_causal=row.causal, enable_gqa=True)
+        out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
+    return out
+
+
+def compiled_ops_apply(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, attention) -> bool:
+    """Whether a step takes the compiled small ops (``asr_kernels.bf16_decode_row``): bfloat16 on CPU,
+    with the torch attention path, its kernels compiled and not switched off."""
+    lm = net.language_model
+    return (attention is paged_attention and embeds.dtype == torch.bfloat16 and embeds.device.type == "cpu"
+            and lm.norm.weight.dtype == torch.bfloat16 and cache.k[0].dtype == torch.bfloat16
+            and net.config.decoder.heads % net.config.decoder.kv_heads == 0 and row_kernels.enabled())
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """[tokens, 2 inter] (gate, then up) -> [tokens, inter]: the MLP's activation."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
 def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, meta: StepMetadata,
                     attention=paged_attention) -> torch.Tensor:
     """Run all decoder layers. embeds: [tokens, hidden] -> final-normed hidden [tokens, hidden]."""
@@ -142,19 +187,21 @@ def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, 
     lm = net.language_model
     eps = cfg.rms_norm_eps
     cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)
+    act = silu_mul
     if triton_available(embeds.device):
         norm, prologue = rms_norm_residual, _kernel_prologue(cfg, cos, sin, meta.slot_mapping)
     else:
         check_rms_norm(embeds, None, lm.layers[0].input_layernorm.weight)   # once, not per call
         norm, prologue = rms_norm_residual_cpu, _torch_prologue(cfg, cos, sin, meta.slot_mapping)
+        if compiled_ops_apply(net, cache, embeds, attention):
+            norm, prologue, attention, act = _compiled_ops(cfg, cos, sin, meta, embeds.shape[0], norm, prologue)
     x, residual = embeds, None
     for i, layer in enumerate(lm.layers):
         h, residual = norm(x, residual, layer.input_layernorm.weight, eps)
         q = prologue(layer, layer.qkv(h), cache.k[i], cache.v[i])
         x = layer.o(attention(q, cache.k[i], cache.v[i], meta))
         h, residual = norm(x, residual, layer.post_attention_layernorm.weight, eps)
-        gate, up = layer.gate_up(h).chunk(2, dim=-1)
-        x = layer.down(F.silu(gate) * up)
+        x = layer.down(act(layer.gate_up(h)))
     h, _ = norm(x, residual, lm.norm.weight, eps)
     return h
 
@@ -170,6 +217,42 @@ def _kernel_prologue(cfg, cos, sin, slot_mapping):
                             layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight, cfg.rms_norm_eps,
                             cos, sin, k_cache, v_cache, slot_mapping)
     return prologue
+
+
+def _compiled_ops(cfg, cos, sin, meta: StepMetadata, tokens: int, torch_norm, torch_prologue):
+    """(norm, prologue, attention, act) for a CPU bfloat16 step with the compiled small ops.
+
+    The tokens of decode rows (one token each) take the compiled ops, every other token the torch
+    ops: a decode row then gets the same bits alone (the one-row decoder, decode_row.py) or beside
+    other rows, and a prompt's tokens keep torch's multi-threaded ops (the kernels run on one core)."""
+    heads, kvh, eps = cfg.heads, cfg.kv_heads, cfg.rms_norm_eps
+    starts = [start for start, n in zip(meta.query_starts, meta.query_lens) if n == 1]
+    if not starts:
+        return torch_norm, torch_prologue, paged_attention, silu_mul
+    every = len(starts) == tokens
+    index = None if every else torch.tensor(starts)
+    pick = (lambda t: t) if every else (lambda t: t.index_select(0, index))                # noqa: E731
+    slots = pick(meta.slot_mapping).to(torch.int64).numpy()
+    cos, sin_signed = pick(cos).contiguous(), pick(signed_sin(sin)).contiguous()           # [decode tokens, hd]
+
+    def norm(x, residual, weight, eps):
+        h, new_residual = row_kernels.norm_rows(pick(x), None if residual is None else pick(residual), weight, eps)
+        if every:
+            return h, new_residual
+        full_h, full_residual = torch_norm(x, residual, weight, eps)
+        return full_h.index_copy_(0, index, h), full_residual.index_copy(0, index, new_residual)
+
+    def prologue(layer, qkv, k_cache, v_cache):
+        full_q = None if every else torch_prologue(layer, qkv, k_cache, v_cache)   # writes every token's k, v
+        q = row_kernels.prologue_rows(pick(qkv), qk_norm_weight(layer.self_attn, heads, kvh), cos, sin_signed,
+                                      k_cache, v_cache, slots, heads, kvh, eps)  # then the decode tokens' again
+        return q if every else full_q.index_copy_(0, index, q)
+
+    def act(gate_up):
+        out = row_kernels.silu_mul_rows(pick(gate_up))
+        return out if every else silu_mul(gate_up).index_copy_(0, index, out)
+
+    return norm, prologue, compiled_paged_attention, act
 
 
 def _torch_prologue(cfg, cos, sin, slot_mapping):
@@ -195,12 +278,12 @@ def _torch_prologue(cfg, cos, sin, slot_mapping):
             checked = True
         qk = qkv[:, :(heads + kvh) * hd].view(-1, heads + kvh, hd)   # q's heads, then k's: adjacent
         v = qkv[:, (heads + kvh) * hd:].view(-1, kvh, hd)
-        return qk_norm_rope_cpu(qk, _qk_norm_weight(attn, heads, kvh), cfg.rms_norm_eps, cos_heads, sin_signed,
+        return qk_norm_rope_cpu(qk, qk_norm_weight(attn, heads, kvh), cfg.rms_norm_eps, cos_heads, sin_signed,
                                 heads, v, k_cache, v_cache, slots, valid)
     return prologue
 
 
-def _qk_norm_weight(attn, heads: int, kvh: int) -> torch.Tensor:
+def qk_norm_weight(attn, heads: int, kvh: int) -> torch.Tensor:
     """[heads + kvh, hd]: q_norm's weight on each q head, k_norm's on each k head. Built at a layer's
     first step and kept on the module, since a CPU decode step is short enough that one more op per
     layer counts; built again if either weight is replaced or changed in place."""

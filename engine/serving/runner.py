@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.network.decode_row import decode_row_forward_for, one_decode_row
 from engine.network.decoder import StepMetadata, decoder_forward
 from engine.network.modules import Qwen3ASRNetwork
 from engine.serving.attention import attention_backend, attention_function
@@ -118,6 +119,8 @@ class ModelRunner:
         self.backend = attention or attention_backend(device, net.language_model.norm.weight.dtype)
         self.attention = attention_function(self.backend)
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
+        # One bfloat16 decode row on CPU (one clip at a time, a live stream): compiled kernels between the GEMVs.
+        self.decode_row = decode_row_forward_for(net, cache, device) if self.backend == "torch" else None
         self.graphs = None
         if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
             from engine.serving.cuda_graphs import CudaGraphRunner
@@ -168,7 +171,10 @@ class ModelRunner:
 
     @torch.no_grad()
     def hidden_states(self, inputs: StepInputs) -> torch.Tensor:
-        return decoder_forward(self.net, self.cache, self.embeddings(inputs), inputs.meta, self.attention)
+        embeds = self.embeddings(inputs)
+        if self.decode_row is not None and one_decode_row(embeds, inputs.meta):
+            return self.decode_row(embeds, inputs.meta)
+        return decoder_forward(self.net, self.cache, embeds, inputs.meta, self.attention)
 
     def step_inputs(self, rows: list[ScheduledRow]) -> StepInputs:
         rows_bucket = bucket_for(len(rows), ROW_BUCKETS) if self.tensor_metadata else None

@@ -1,0 +1,191 @@
+"""The numba kernels of ``bf16_decode_row`` (imported only through it: numba is optional).
+
+Module-level functions, so that numba's on-disk cache can hold them (closures are compiled again
+in every process). bfloat16 values are uint16 bits; see ``bf16_decode_row`` for what each computes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# Not nnan/ninf: a NaN in the activations must stay a NaN (the sampler and tests see it).
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
+inline = njit(inline="always", fastmath=_FASTMATH)
+_KERNEL = dict(nogil=True, fastmath=_FASTMATH, boundscheck=False, error_model="numpy")
+
+
+def kernel(function):
+    """njit with numba's on-disk cache (compiling takes seconds, loading a fraction of one), or
+    without it where numba finds no place for one (a frozen app has no source files beside it)."""
+    try:
+        return njit(cache=True, **_KERNEL)(function)
+    except RuntimeError:
+        return njit(**_KERNEL)(function)
+
+
+@intrinsic
+def ptr(typingctx, address):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+    return types.voidptr(address), codegen
+
+
+@inline
+def widen(src, dst):            # bfloat16 bits -> float32
+    out = dst.view(np.uint32)
+    for i in range(src.shape[0]):
+        out[i] = np.uint32(src[i]) << np.uint32(16)
+
+
+@inline
+def round_into(src, dst):       # float32 -> bfloat16 bits, to nearest even (NaN stays NaN)
+    u = src.view(np.uint32)
+    for i in range(u.shape[0]):
+        x = u[i]
+        if (x & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+            dst[i] = np.uint16((x >> np.uint32(16)) | np.uint32(0x40))
+        else:
+            dst[i] = np.uint16((x + np.uint32(0x7FFF) + ((x >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+
+
+@inline
+def round_trip(a, scratch):     # a = float32(bf16(a)), in place
+    round_into(a, scratch)
+    widen(scratch, a)
+
+
+@inline
+def normed(a, weight_bits, scratch, w, eps):
+    """a = bf16(w * bf16(a * rsqrt(mean(a^2) + eps))), in place (a holds bfloat16 values)."""
+    n = a.shape[0]
+    s = np.float32(0.0)
+    for i in range(n):
+        s += a[i] * a[i]
+    inv = np.float32(1.0) / np.sqrt(s / np.float32(n) + np.float32(eps))
+    for i in range(n):
+        a[i] = a[i] * inv
+    round_trip(a, scratch)
+    widen(weight_bits, w)
+    for i in range(n):
+        a[i] = a[i] * w[i]
+
+
+@kernel
+def residual_norm_k(x_at, res_at, w_at, h_at, new_res_at, rows, n, eps, has_res):
+    weight = carray(ptr(w_at), (n,), np.uint16)
+    a, scratch, t = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.uint16)
+    for r in range(rows):                          # each row alone: a row's bits never depend on the others
+        x = carray(ptr(x_at + r * n * 2), (n,), np.uint16)
+        new_res = carray(ptr(new_res_at + r * n * 2), (n,), np.uint16)
+        widen(x, a)
+        if has_res:
+            widen(carray(ptr(res_at + r * n * 2), (n,), np.uint16), scratch)
+            for i in range(n):
+                a[i] = a[i] + scratch[i]
+        round_into(a, t)
+        widen(t, a)
+        for i in range(n):
+            new_res[i] = t[i]
+        normed(a, weight, t, scratch, eps)
+        round_into(a, carray(ptr(h_at + r * n * 2), (n,), np.uint16))
+
+
+@kernel
+def prologue_k(qkv_at, qkw_at, cos_at, sin_at, kc_at, vc_at, slots, tokens, q_at, heads, kvh, hd, eps):
+    nqk, row, width = heads + kvh, kvh * hd, (heads + 2 * kvh) * hd
+    qkw = carray(ptr(qkw_at), (nqk * hd,), np.uint16)
+    cos, sin = np.empty(hd, np.float32), np.empty(hd, np.float32)
+    n, rolled, w, t = np.empty(hd, np.float32), np.empty(hd, np.float32), np.empty(hd, np.float32), \
+        np.empty(hd, np.uint16)
+    half = hd // 2
+    for token in range(tokens):
+        qkv = carray(ptr(qkv_at + token * width * 2), (width,), np.uint16)
+        widen(carray(ptr(cos_at + token * hd * 2), (hd,), np.uint16), cos)
+        widen(carray(ptr(sin_at + token * hd * 2), (hd,), np.uint16), sin)
+        slot = slots[token]
+        for head in range(nqk):
+            widen(qkv[head * hd:(head + 1) * hd], n)
+            normed(n, qkw[head * hd:(head + 1) * hd], t, w, eps)
+            round_trip(n, t)
+            for d in range(hd):                    # roll(n, half) * signed sin: rotate_half(n) * sin
+                rolled[d] = n[d + half - hd if d >= half else d + half] * sin[d]
+            for d in range(hd):
+                n[d] = n[d] * cos[d]
+            round_trip(n, t)
+            round_trip(rolled, t)
+            for d in range(hd):
+                n[d] = n[d] + rolled[d]
+            if head < heads:
+                round_into(n, carray(ptr(q_at + (token * heads + head) * hd * 2), (hd,), np.uint16))
+            elif slot >= 0:                        # padding tokens (slot -1) write no cache
+                round_into(n, carray(ptr(kc_at + (slot * row + (head - heads) * hd) * 2), (hd,), np.uint16))
+        if slot >= 0:
+            v_new = carray(ptr(vc_at + slot * row * 2), (row,), np.uint16)
+            v_new[:] = qkv[nqk * hd:]
+
+
+@kernel
+def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
+    """One query [heads, hd] over the ctx cached keys and values of its row."""
+    row = kvh * hd
+    q_bits = carray(ptr(q_at), (heads * hd,), np.uint16)
+    q = np.empty(heads * hd, np.float32)
+    widen(q_bits, q)
+    q2 = q.reshape(heads, hd)
+    group = heads // kvh
+    scale = np.float32(1.0 / math.sqrt(hd))
+    scores = np.empty((heads, ctx), np.float32)
+    row_bits = np.empty(row, np.uint32)
+    kv = row_bits.view(np.float32).reshape(kvh, hd)   # one cached row, widened (2-D rows vectorize)
+    for p in range(ctx):                           # scores[h, p] = q_h . k_p(h // group) * scale
+        at = (table[p // block_size] * block_size + p % block_size) * row * 2
+        cached = carray(ptr(kc_at + at), (row,), np.uint16)
+        for i in range(row):
+            row_bits[i] = np.uint32(cached[i]) << np.uint32(16)
+        for h in range(heads):
+            qh, kh = q2[h], kv[h // group]
+            s = np.float32(0.0)
+            for d in range(hd):
+                s += qh[d] * kh[d]
+            scores[h, p] = s * scale
+    for h in range(heads):                         # softmax over the context
+        m = scores[h, 0]
+        for p in range(1, ctx):
+            m = max(m, scores[h, p])
+        z = np.float32(0.0)
+        for p in range(ctx):
+            e = np.exp(scores[h, p] - m)
+            scores[h, p] = e
+            z += e
+        for p in range(ctx):
+            scores[h, p] = scores[h, p] / z
+    acc = np.zeros((heads, hd), np.float32)
+    for p in range(ctx):                           # out_h = sum_p softmax[h, p] v_p(h // group)
+        at = (table[p // block_size] * block_size + p % block_size) * row * 2
+        cached = carray(ptr(vc_at + at), (row,), np.uint16)
+        for i in range(row):
+            row_bits[i] = np.uint32(cached[i]) << np.uint32(16)
+        for h in range(heads):
+            ah, vh, weight = acc[h], kv[h // group], scores[h, p]
+            for d in range(hd):
+                ah[d] += weight * vh[d]
+    round_into(acc.reshape(heads * hd), carray(ptr(out_at), (heads * hd,), np.uint16))
+
+
+@kernel
+def silu_mul_k(gate_up_at, out_at, rows, n):
+    g, u, t = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.uint16)
+    for r in range(rows):
+        gate_up = carray(ptr(gate_up_at + r * 2 * n * 2), (2 * n,), np.uint16)
+        widen(gate_up[:n], g)
+        widen(gate_up[n:], u)
+        for i in range(n):
+            g[i] = g[i] / (np.float32(1.0) + np.exp(-g[i]))
+        round_trip(g, t)
+        for i in range(n):
+            g[i] = g[i] * u[i]
+        round_into(g, carray(ptr(out_at + r * n * 2), (n,), np.uint16))

@@ -1,0 +1,147 @@
+"""The small ops of a CPU bfloat16 decoder step, compiled with numba: what sits between the GEMVs.
+
+A CPU decode step of one request is 28 x 4 weight-streaming GEMVs with some thirty small torch
+calls between each pair. After a GEMV streams megabytes through the caches, every torch call
+starts cold (its dispatch path is evicted), so those calls cost several times their arithmetic.
+Here they are four compiled calls, with raw addresses in (no tensor wrapping):
+
+    residual_norm   new_res = x + res; h = w * rms_norm(new_res)     (rms_norm_residual_cpu)
+    prologue        q/k norm + rotary; k and v into the paged cache  (qk_norm_rope_cpu)
+    attend          one query over its row's cached context          (decoder.paged_attention)
+    silu_mul        silu(gate) * up                                  (F.silu(gate) * up)
+
+Each works row by row (token by token), so a row's bits never depend on the rows beside it: a
+request decodes to the same tokens alone or in a batch, as on the torch path. bfloat16 values
+travel as their uint16 bits; each kernel rounds (to nearest even) wherever its torch reference
+rounds, so only the order of float32 sums differs from it (and attention, which SDPA's flash
+kernel runs with bfloat16 probabilities). tests/test_bf16_decode_row.py holds them to the
+references named above within a bfloat16 step or two.
+
+numba is optional: ``compile_kernels()`` returns False without it (or where it cannot compile),
+and the engine keeps the torch path. The kernels are single-threaded on purpose: they are
+microseconds long, and torch's OpenMP team owns the cores for the GEMVs between them.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import torch
+
+__all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "prologue", "attend", "silu_mul",
+           "norm_rows", "prologue_rows", "silu_mul_rows"]
+
+# "0" keeps CPU bfloat16 steps on the torch ops (benchmarks compare the two in one run).
+SWITCH = "QWEN3_ASR_DECODE_ROW"
+_kernels = None
+
+
+def enabled() -> bool:
+    """Whether CPU bfloat16 steps take these kernels: the switch is on and they compiled here."""
+    switch = os.environ.get(SWITCH, "1")
+    if switch not in ("0", "1"):
+        raise ValueError(f"{SWITCH} must be 0 or 1, got {switch!r}")
+    return switch == "1" and compile_kernels()
+
+
+def bits(t: torch.Tensor) -> int:
+    """The address of a contiguous bfloat16 CPU tensor, for the kernels (which trust it)."""
+    if t.dtype != torch.bfloat16 or not t.is_contiguous() or t.device.type != "cpu":
+        raise ValueError(f"expected a contiguous bfloat16 CPU tensor, got {t.dtype} {tuple(t.shape)} on {t.device}")
+    return t.data_ptr()
+
+
+@functools.lru_cache(maxsize=1)
+def compile_kernels() -> bool:
+    """Compile (or load from numba's cache) the kernels; False where numba is missing or fails."""
+    global _kernels
+    try:
+        from asr_kernels import _bf16_decode_row_jit as jit
+
+        _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k)
+        _warm(_kernels)
+    except Exception:       # no numba, an unsupported platform: the torch path
+        _kernels = None
+        return False
+    return True
+
+
+# Address-level launchers (the one-row decoder calls these ~110 times a step). Addresses are of
+# contiguous bfloat16 buffers; the caller keeps each tensor alive while its address is in use.
+
+def residual_norm(x: int, res: int, weight: int, h: int, new_res: int, rows: int, n: int, eps: float,
+                  has_res: bool) -> None:
+    """Per row of [rows, n]: new_res = bf16(x + res) (x without a residual); h = bf16(w * bf16(rms_norm(new_res))).
+    new_res may be res itself."""
+    _kernels[0](x, res, weight, h, new_res, rows, n, eps, has_res)
+
+
+def prologue(qkv: int, qk_weight: int, cos: int, sin_signed: int, k_cache: int, v_cache: int, slots: np.ndarray,
+             tokens: int, q: int, heads: int, kv_heads: int, head_dim: int, eps: float) -> None:
+    """qkv: [tokens, (heads + 2 kv_heads) hd]; qk_weight: [heads + kv_heads, hd]; cos, sin_signed:
+    [tokens, hd]; caches: [slots, kv_heads, hd] of one layer; slots: int64 [tokens], -1 for padding.
+    Writes q: [tokens, heads, hd] normed and rotated, and each token's rotated k and its v at its slot."""
+    _kernels[1](qkv, qk_weight, cos, sin_signed, k_cache, v_cache, slots, tokens, q, heads, kv_heads, head_dim, eps)
+
+
+def attend(q: int, k_cache: int, v_cache: int, table: np.ndarray, block_size: int, ctx: int, out: int,
+           heads: int, kv_heads: int, head_dim: int) -> None:
+    """One query q: [heads, hd] over the first ctx cached positions of its block table (int64) -> out:
+    [heads * hd]; query head h reads key head h // (heads // kv_heads)."""
+    _kernels[2](q, k_cache, v_cache, table, block_size, ctx, out, heads, kv_heads, head_dim)
+
+
+def silu_mul(gate_up: int, out: int, rows: int, n: int) -> None:
+    """gate_up: [rows, 2n] (gate, then up) -> out: [rows, n] = bf16(bf16(silu(gate)) * up)."""
+    _kernels[3](gate_up, out, rows, n)
+
+
+# Tensor-level forms, for steps of many rows (decoder_forward).
+
+def norm_rows(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+              eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """rms_norm_residual_cpu's contract: x, residual: [rows, n] -> (h, new residual)."""
+    x = x.contiguous()
+    h = torch.empty_like(x)
+    new_res = x if residual is None else torch.empty_like(x)
+    residual_norm(bits(x), 0 if residual is None else bits(residual.contiguous()), bits(weight), bits(h),
+                  bits(new_res), x.shape[0], x.shape[1], eps, residual is not None)
+    return h, new_res
+
+
+def prologue_rows(qkv: torch.Tensor, qk_weight: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
+                  k_cache: torch.Tensor, v_cache: torch.Tensor, slots: np.ndarray, heads: int, kv_heads: int,
+                  eps: float) -> torch.Tensor:
+    """``prologue`` over tensors: qkv: [tokens, width] -> q: [tokens, heads, hd]."""
+    qkv = qkv.contiguous()
+    tokens, head_dim = qkv.shape[0], k_cache.shape[-1]
+    q = torch.empty(tokens, heads, head_dim, dtype=torch.bfloat16)
+    prologue(bits(qkv), bits(qk_weight), bits(cos), bits(sin_signed), bits(k_cache), bits(v_cache), slots, tokens,
+             bits(q), heads, kv_heads, head_dim, eps)
+    return q
+
+
+def silu_mul_rows(gate_up: torch.Tensor) -> torch.Tensor:
+    """gate_up: [rows, 2n] -> [rows, n]."""
+    gate_up = gate_up.contiguous()
+    rows, n = gate_up.shape[0], gate_up.shape[1] // 2
+    out = torch.empty(rows, n, dtype=torch.bfloat16)
+    silu_mul(bits(gate_up), bits(out), rows, n)
+    return out
+
+
+def _warm(kernels) -> None:
+    """Compile each kernel for the argument types the engine passes (ints, floats, int64 arrays)."""
+    residual_norm_k, prologue_k, attend_k, silu_mul_k = kernels
+    heads, kvh, hd, block = 2, 1, 4, 2
+    x = torch.ones(8, dtype=torch.bfloat16)
+    residual_norm_k(x.data_ptr(), x.data_ptr(), x.data_ptr(), x.data_ptr(), x.data_ptr(), 1, 8, 1e-6, True)
+    qkv = torch.ones((heads + 2 * kvh) * hd, dtype=torch.bfloat16)
+    qkw, rope = torch.ones((heads + kvh) * hd, dtype=torch.bfloat16), torch.ones(hd, dtype=torch.bfloat16)
+    kc, vc = torch.zeros(block, kvh, hd, dtype=torch.bfloat16), torch.zeros(block, kvh, hd, dtype=torch.bfloat16)
+    q, out = torch.empty(heads * hd, dtype=torch.bfloat16), torch.empty(heads * hd, dtype=torch.bfloat16)
+    prologue_k(qkv.data_ptr(), qkw.data_ptr(), rope.data_ptr(), rope.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+               np.zeros(1, np.int64), 1, q.data_ptr(), heads, kvh, hd, 1e-6)
+    attend_k(q.data_ptr(), kc.data_ptr(), vc.data_ptr(), np.zeros(1, np.int64), block, 1, out.data_ptr(), heads, kvh, hd)
+    silu_mul_k(x.data_ptr(), out.data_ptr(), 1, 4)

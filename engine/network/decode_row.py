@@ -1,0 +1,73 @@
+"""The decoder for a step of one bfloat16 decode row on CPU: one clip at a time, one live stream.
+
+``decoder_forward`` with the compiled small ops (``asr_kernels.bf16_decode_row``) still wraps
+each in a few torch calls per layer (buffers, views, the attention plan). A step of one row needs
+none of them: here the four GEMVs of a layer are the same linear methods, and the kernels between
+them read and write preallocated buffers by address. The kernels and their inputs are the same
+as ``decoder_forward``'s, so the results are equal bit for bit (tests/test_bf16_decode_row.py).
+
+Chosen once at load (``decode_row_forward_for``): bfloat16 weights and cache on CPU, the kernels
+compiled (numba present) and not switched off (``bf16_decode_row.SWITCH``). float32 never takes
+it: it stays token-exact on the torch path. Figures: tests/bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from asr_kernels import bf16_decode_row as kernels
+from asr_kernels.bf16_decode_row import bits
+from asr_kernels.qk_norm_rope import signed_sin
+from engine.network.decoder import PagedKV, StepMetadata, compiled_ops_apply, paged_attention, qk_norm_weight, \
+    rope_cos_sin
+from engine.network.modules import Qwen3ASRNetwork
+
+DecodeRowForward = Callable[[torch.Tensor, StepMetadata], torch.Tensor]
+
+
+def one_decode_row(embeds: torch.Tensor, meta: StepMetadata) -> bool:
+    """A step of one row with one new token (and no padding)."""
+    return embeds.shape[0] == 1 and len(meta.query_lens) == 1 and meta.query_lens[0] == 1
+
+
+def decode_row_forward_for(net: Qwen3ASRNetwork, cache: PagedKV, device: torch.device) -> DecodeRowForward | None:
+    """The one-row decoder for ``net`` and ``cache``, or None where it does not apply."""
+    probe = torch.empty(1, net.config.decoder.hidden_size, dtype=net.language_model.norm.weight.dtype,
+                        device=device)
+    if not hasattr(net, "head") or not compiled_ops_apply(net, cache, probe, paged_attention):
+        return None
+    return lambda embeds, meta: decode_row_forward(net, cache, embeds, meta)
+
+
+def decode_row_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor,
+                       meta: StepMetadata) -> torch.Tensor:
+    """``decoder_forward`` for one decode row. embeds: [1, hidden] -> final-normed hidden [1, hidden]."""
+    cfg, lm = net.config.decoder, net.language_model
+    heads, kvh, hd, eps = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.rms_norm_eps
+    hidden, inter = embeds.shape[1], cfg.intermediate_size
+    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)       # [1, hd]
+    cos, sin = cos.contiguous(), signed_sin(sin).contiguous()
+    ctx, block_size = meta.context_lens[0], cache.k[0].shape[1]
+    table = np.asarray(meta.block_tables[0][:-(-ctx // block_size)], dtype=np.int64)
+    slot = np.asarray(meta.slot_mapping.tolist(), dtype=np.int64)
+    new = lambda n: torch.empty(1, n, dtype=torch.bfloat16)  # noqa: E731
+    h, residual, q, attn, act, out = new(hidden), new(hidden), new(heads * hd), new(heads * hd), new(inter), new(hidden)
+    h_at, res_at, q_at, attn_at, act_at = h.data_ptr(), residual.data_ptr(), q.data_ptr(), attn.data_ptr(), act.data_ptr()
+    x = embeds.contiguous()          # each GEMV output is held in a name while a kernel reads its address
+    for i, layer in enumerate(lm.layers):
+        k_at, v_at = bits(cache.k[i]), bits(cache.v[i])
+        kernels.residual_norm(bits(x), res_at, bits(layer.input_layernorm.weight), h_at, res_at, 1, hidden, eps, i > 0)
+        qkv = layer.qkv(h).contiguous()                                    # [1, (heads + 2 kvh) hd]
+        kernels.prologue(bits(qkv), bits(qk_norm_weight(layer.self_attn, heads, kvh)), bits(cos), bits(sin),
+                         k_at, v_at, slot, 1, q_at, heads, kvh, hd, eps)
+        kernels.attend(q_at, k_at, v_at, table, block_size, ctx, attn_at, heads, kvh, hd)
+        x = layer.o(attn).contiguous()                                     # [1, hidden]
+        kernels.residual_norm(bits(x), res_at, bits(layer.post_attention_layernorm.weight), h_at, res_at,
+                              1, hidden, eps, True)
+        gate_up = layer.gate_up(h).contiguous()                            # [1, 2 inter]
+        kernels.silu_mul(bits(gate_up), act_at, 1, inter)                  # -> act: [1, inter]
+        x = layer.down(act).contiguous()
+    kernels.residual_norm(bits(x), res_at, bits(lm.norm.weight), out.data_ptr(), res_at, 1, hidden, eps, True)
+    return out
