@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
 import torch
 
 from asr_kernels import bf16_decode_row as kernels
 from asr_kernels.bf16_decode_row import bits
 from asr_kernels.qk_norm_rope import signed_sin
-from engine.network.decoder import PagedKV, StepMetadata, compiled_ops_apply, paged_attention, qk_norm_weight, \
-    rope_cos_sin
+from engine.network.decoder import PagedKV, StepMetadata, attention_plan, compiled_ops_apply, paged_attention, \
+    qk_norm_weight, rope_cos_sin
 from engine.network.modules import Qwen3ASRNetwork
 
 DecodeRowForward = Callable[[torch.Tensor, StepMetadata], torch.Tensor]
@@ -49,9 +48,10 @@ def decode_row_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tenso
     hidden, inter = embeds.shape[1], cfg.intermediate_size
     cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)       # [1, hd]
     cos, sin = cos.contiguous(), signed_sin(sin).contiguous()
-    ctx, block_size = meta.context_lens[0], cache.k[0].shape[1]
-    table = np.asarray(meta.block_tables[0][:-(-ctx // block_size)], dtype=np.int64)
-    slot = np.asarray(meta.slot_mapping.tolist(), dtype=np.int64)
+    block_size = cache.k[0].shape[1]
+    row = attention_plan(meta, block_size, embeds.device)[0]                # the row's blocks up to its context
+    table, ctx = row.table, row.ctx
+    slot = meta.slot_mapping.to(torch.int64).numpy()
     new = lambda n: torch.empty(1, n, dtype=torch.bfloat16)  # noqa: E731
     h, residual, q, attn, act, out = new(hidden), new(hidden), new(heads * hd), new(heads * hd), new(inter), new(hidden)
     h_at, res_at, q_at, attn_at, act_at = h.data_ptr(), residual.data_ptr(), q.data_ptr(), attn.data_ptr(), act.data_ptr()

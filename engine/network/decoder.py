@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import torch
 import torch.nn.functional as F
-
-import numpy as np
 
 from engine.network import ops
 from engine.network.modules import Qwen3ASRNetwork
@@ -75,7 +74,7 @@ class _RowAttention:
     blocks: torch.Tensor | None      # [n_blocks] block ids to gather otherwise
     mask: torch.Tensor | None        # [n, ctx] for a chunk of a longer prompt
     causal: bool
-    table: list[int]                 # its cache blocks up to ctx
+    table: np.ndarray                # [used blocks] int64: its cache blocks up to ctx (the compiled kernels read it)
 
 
 def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAttention]:
@@ -94,7 +93,8 @@ def attention_plan(meta: StepMetadata, block_size: int, device) -> list[_RowAtte
         if 1 < n < ctx:  # a chunk of a longer prompt: query i sits at position ctx - n + i
             qpos = torch.arange(ctx - n, ctx, device=device)[:, None]
             mask = torch.arange(ctx, device=device)[None, :] <= qpos
-        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx, table=used))
+        plan.append(_RowAttention(start, n, ctx, table[0], blocks, mask, causal=n > 1 and n == ctx,
+                                  table=np.asarray(used, dtype=np.int64)))
     meta.plan = plan
     return plan
 
@@ -151,11 +151,11 @@ def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: to
     covered = sum(row.n for row in plan)
     out = (torch.empty if covered == tokens else torch.zeros)(tokens, heads * hd, dtype=q.dtype)  # padding: zero
     q_at, out_at, width = q.data_ptr(), out.data_ptr(), heads * hd * q.element_size()
+    k_at, v_at = row_kernels.bits(cache_k), row_kernels.bits(cache_v)
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
     for row in plan:
         if row.n == 1:
-            row_kernels.attend(q_at + row.start * width, row_kernels.bits(cache_k), row_kernels.bits(cache_v),
-                               np.asarray(row.table, dtype=np.int64), block_size, row.ctx,
+            row_kernels.attend(q_at + row.start * width, k_at, v_at, row.table, block_size, row.ctx,
                                out_at + row.start * width, heads, kv_heads, hd)
             continue
         q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
