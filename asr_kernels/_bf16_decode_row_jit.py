@@ -18,13 +18,14 @@ inline = njit(inline="always", fastmath=_FASTMATH)
 _KERNEL = dict(nogil=True, fastmath=_FASTMATH, boundscheck=False, error_model="numpy")
 
 
-def kernel(function):
+def kernel(function, **options):
     """njit with numba's on-disk cache (compiling takes seconds, loading a fraction of one), or
     without it where numba finds no place for one (a frozen app has no source files beside it)."""
+    options = {**_KERNEL, **options}
     try:
-        return njit(cache=True, **_KERNEL)(function)
+        return njit(cache=True, **options)(function)
     except RuntimeError:
-        return njit(**_KERNEL)(function)
+        return njit(**options)(function)
 
 
 @intrinsic
@@ -32,6 +33,43 @@ def ptr(typingctx, address):
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
     return types.voidptr(address), codegen
+
+
+# exp for float32 (Cephes' expf): x = k ln2 + r with ln2 in two parts, |r| <= ln2 / 2, exp(r) as a
+# polynomial, times 2^k. Within 2 ulp of the true value, subnormal results included.
+_LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
+_P = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.3334519073e-3),
+      np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
+
+
+def exp_into(x, out, scale_a, scale_b):
+    """out = exp(x), float32 arrays of one length (out may be x), in loops that vectorize: numba calls
+    libm's expf one value at a time (Intel's SVML is not there), ten times slower. No reassociation
+    here, which would undo the two-part ln2. scale_a, scale_b: int32 scratch of the same length."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        v = v if v > np.float32(-104.0) else np.float32(-104.0)      # exp underflows to 0 below; NaN -> here
+        v = v if v < np.float32(89.0) else np.float32(89.0)          # and overflows to inf above
+        k = np.floor(v * _LOG2E + np.float32(0.5))
+        r = (v - k * _LN2_HI) - k * _LN2_LO
+        p = _P[0]
+        p = p * r + _P[1]
+        p = p * r + _P[2]
+        p = p * r + _P[3]
+        p = p * r + _P[4]
+        p = p * r + _P[5]
+        p = p * r * r + r + np.float32(1.0)
+        out[i] = p if x[i] == x[i] else x[i]   # NaN stays NaN
+        ki = np.int32(k)                        # 2^k as 2^a * 2^b, each a normal float for k in [-150, 129]
+        a = ki >> np.int32(1)
+        scale_a[i] = (a + np.int32(127)) << np.int32(23)
+        scale_b[i] = (ki - a + np.int32(127)) << np.int32(23)
+    fa, fb = scale_a.view(np.float32), scale_b.view(np.float32)
+    for i in range(x.shape[0]):
+        out[i] = out[i] * fa[i] * fb[i]
+
+
+exp_into = kernel(exp_into, fastmath={"contract"})
 
 
 @inline
@@ -128,8 +166,8 @@ def prologue_k(qkv_at, qkw_at, cos_at, sin_at, kc_at, vc_at, slots, tokens, q_at
             v_new[:] = qkv[nqk * hd:]
 
 
-@kernel
-def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
+@inline
+def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
     """One query [heads, hd] over the ctx cached keys and values of its row."""
     row = kvh * hd
     q_bits = carray(ptr(q_at), (heads * hd,), np.uint16)
@@ -152,17 +190,20 @@ def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd)
             for d in range(hd):
                 s += qh[d] * kh[d]
             scores[h, p] = s * scale
+    sa, sb = np.empty(ctx, np.int32), np.empty(ctx, np.int32)
     for h in range(heads):                         # softmax over the context
-        m = scores[h, 0]
+        sh = scores[h]
+        m = sh[0]
         for p in range(1, ctx):
-            m = max(m, scores[h, p])
+            m = max(m, sh[p])
+        for p in range(ctx):
+            sh[p] = sh[p] - m
+        exp_into(sh, sh, sa, sb)
         z = np.float32(0.0)
         for p in range(ctx):
-            e = np.exp(scores[h, p] - m)
-            scores[h, p] = e
-            z += e
+            z += sh[p]
         for p in range(ctx):
-            scores[h, p] = scores[h, p] / z
+            sh[p] = sh[p] / z
     acc = np.zeros((heads, hd), np.float32)
     for p in range(ctx):                           # out_h = sum_p softmax[h, p] v_p(h // group)
         at = (table[p // block_size] * block_size + p % block_size) * row * 2
@@ -177,15 +218,38 @@ def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd)
 
 
 @kernel
+def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
+    attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd)
+
+
+@kernel
+def attend_rows_k(q_at, kc_at, vc_at, tables, ctxs, starts, rows, block_size, out_at, heads, kvh, hd):
+    """attend_one for each row r in rows: its query at token starts[r], its blocks tables[r], ctxs[r] long."""
+    width = heads * hd * 2
+    for r in rows:
+        attend_one(q_at + starts[r] * width, kc_at, vc_at, tables[r], block_size, ctxs[r], out_at + starts[r] * width,
+                   heads, kvh, hd)
+
+
+@kernel
 def silu_mul_k(gate_up_at, out_at, rows, n):
-    g, u, t = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.uint16)
+    c = 512                                        # a row in pieces whose scratch stays in L1
+    g, u, e, t2 = np.empty(c, np.float32), np.empty(c, np.float32), np.empty(c, np.float32), np.empty(c, np.float32)
+    t, sa, sb = np.empty(c, np.uint16), np.empty(c, np.int32), np.empty(c, np.int32)
     for r in range(rows):
         gate_up = carray(ptr(gate_up_at + r * 2 * n * 2), (2 * n,), np.uint16)
-        widen(gate_up[:n], g)
-        widen(gate_up[n:], u)
-        for i in range(n):
-            g[i] = g[i] / (np.float32(1.0) + np.exp(-g[i]))
-        round_trip(g, t)
-        for i in range(n):
-            g[i] = g[i] * u[i]
-        round_into(g, carray(ptr(out_at + r * n * 2), (n,), np.uint16))
+        out = carray(ptr(out_at + r * n * 2), (n,), np.uint16)
+        for lo in range(0, n, c):
+            m = min(c, n - lo)
+            gp, up, ep, tp, t16 = g[:m], u[:m], e[:m], t2[:m], t[:m]
+            widen(gate_up[lo:lo + m], gp)
+            widen(gate_up[n + lo:n + lo + m], up)
+            for i in range(m):
+                tp[i] = -gp[i]
+            exp_into(tp, ep, sa[:m], sb[:m])
+            for i in range(m):
+                gp[i] = gp[i] / (np.float32(1.0) + ep[i])
+            round_trip(gp, t16)
+            for i in range(m):
+                gp[i] = gp[i] * up[i]
+            round_into(gp, out[lo:lo + m])

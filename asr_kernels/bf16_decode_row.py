@@ -18,23 +18,33 @@ kernel runs with bfloat16 probabilities). tests/test_bf16_decode_row.py holds th
 references named above within a bfloat16 step or two.
 
 numba is optional: ``compile_kernels()`` returns False without it (or where it cannot compile),
-and the engine keeps the torch path. The kernels are single-threaded on purpose: they are
-microseconds long, and torch's OpenMP team owns the cores for the GEMVs between them.
+and the engine keeps the torch path. Each kernel call is single-threaded: they are microseconds
+long, and torch's OpenMP team owns the cores for the GEMVs between them. Only the attention of a
+step's many decode rows, which reads every row's cached context, is long enough to share out:
+``attend_rows`` hands whole rows to the threads of that team (``team_run``), so which thread ran
+a row never changes its bits.
 """
 from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from asr_kernels.team_run import run_shares
+
 __all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "prologue", "attend", "silu_mul",
-           "norm_rows", "prologue_rows", "silu_mul_rows"]
+           "norm_rows", "prologue_rows", "silu_mul_rows", "RowBatch", "row_batch", "attend_rows"]
 
 # "0" keeps CPU bfloat16 steps on the torch ops (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_DECODE_ROW"
 _kernels = None
+# Work below these sizes costs less than handing a share of it to a team thread (tens of us):
+# cached positions of a step's attention (~0.3 us each a layer), values of a row-wise kernel.
+MIN_SHARE_POSITIONS = 512
+MIN_SHARE_VALUES = 1 << 17
 
 
 def enabled() -> bool:
@@ -59,7 +69,7 @@ def compile_kernels() -> bool:
     try:
         from asr_kernels import _bf16_decode_row_jit as jit
 
-        _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k)
+        _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k, jit.attend_rows_k)
         _warm(_kernels)
     except Exception:       # no numba, an unsupported platform: the torch path
         _kernels = None
@@ -97,16 +107,71 @@ def silu_mul(gate_up: int, out: int, rows: int, n: int) -> None:
     _kernels[3](gate_up, out, rows, n)
 
 
-# Tensor-level forms, for steps of many rows (decoder_forward).
+@dataclass
+class RowBatch:
+    """A step's decode rows for ``attend_rows``: built once per step, read by every layer."""
+
+    tables: np.ndarray          # [rows, most blocks] int64: each row's cache blocks up to its context
+    ctxs: np.ndarray            # [rows] int64: cached positions each row attends over
+    starts: np.ndarray          # [rows] int64: each row's query token in the step
+    shares: list[np.ndarray]    # row indices per thread of torch's team; shares[0] runs on the calling thread
+
+
+def row_batch(tables: list[np.ndarray], ctxs: list[int], starts: list[int], threads: int | None = None) -> RowBatch:
+    """The rows with their blocks, contexts and query tokens, dealt into shares of about equal context
+    (longest first, each to the lightest share) over at most ``threads`` (torch's thread count)."""
+    rows = len(ctxs)
+    padded = np.zeros((rows, max((len(t) for t in tables), default=1)), np.int64)
+    for r, table in enumerate(tables):
+        padded[r, :len(table)] = table
+    threads = torch.get_num_threads() if threads is None else threads
+    n = max(1, min(threads, rows, sum(ctxs) // MIN_SHARE_POSITIONS))
+    shares, loads = [[] for _ in range(n)], [0] * n
+    for r in sorted(range(rows), key=lambda r: -ctxs[r]):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(r)
+        loads[lightest] += ctxs[r]
+    return RowBatch(padded, np.asarray(ctxs, np.int64), np.asarray(starts, np.int64),
+                    [np.asarray(sorted(s), np.int64) for s in shares])
+
+
+def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: RowBatch, out: torch.Tensor,
+                heads: int, kv_heads: int) -> None:
+    """``attend`` for every row of ``batch``, its shares at once on torch's OpenMP team.
+    q: [tokens, heads, hd]; caches: [blocks, block_size, kv_heads, hd]; out: [tokens, heads * hd]."""
+    block_size, head_dim = k_cache.shape[1], k_cache.shape[-1]
+    args = (bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts)
+    out_at = bits(out)
+    run_shares(lambda i: _kernels[4](*args, batch.shares[i], block_size, out_at, heads, kv_heads, head_dim),
+               len(batch.shares))
+
+
+# Tensor-level forms, for steps of many rows (decoder_forward): a prompt's hundreds of tokens are
+# shared out over torch's team by row ranges; a few decode rows stay on the calling thread.
+
+def _by_row_ranges(rows: int, width: int, run) -> None:
+    """run(lo, hi) over [0, rows), split into one range per thread of torch's team when the rows
+    hold enough values (width each) to pay for the handoff."""
+    n = max(1, min(torch.get_num_threads(), rows * width // MIN_SHARE_VALUES))
+    if n == 1:
+        run(0, rows)
+        return
+    bounds = [rows * i // n for i in range(n + 1)]
+    run_shares(lambda i: run(bounds[i], bounds[i + 1]), n)
+
 
 def norm_rows(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
               eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """rms_norm_residual_cpu's contract: x, residual: [rows, n] -> (h, new residual)."""
     x = x.contiguous()
+    rows, n = x.shape
     h = torch.empty_like(x)
     new_res = x if residual is None else torch.empty_like(x)
-    residual_norm(bits(x), 0 if residual is None else bits(residual.contiguous()), bits(weight), bits(h),
-                  bits(new_res), x.shape[0], x.shape[1], eps, residual is not None)
+    res_at = 0 if residual is None else bits(residual.contiguous())
+    x_at, w_at, h_at, new_at, size = bits(x), bits(weight), bits(h), bits(new_res), n * x.element_size()
+    _by_row_ranges(rows, n, lambda lo, hi: residual_norm(
+        x_at + lo * size, res_at + lo * size if res_at else 0, w_at, h_at + lo * size, new_at + lo * size,
+        hi - lo, n, eps, residual is not None))
     return h, new_res
 
 
@@ -115,10 +180,14 @@ def prologue_rows(qkv: torch.Tensor, qk_weight: torch.Tensor, cos: torch.Tensor,
                   eps: float) -> torch.Tensor:
     """``prologue`` over tensors: qkv: [tokens, width] -> q: [tokens, heads, hd]."""
     qkv = qkv.contiguous()
-    tokens, head_dim = qkv.shape[0], k_cache.shape[-1]
+    tokens, width = qkv.shape
+    head_dim = k_cache.shape[-1]
     q = torch.empty(tokens, heads, head_dim, dtype=torch.bfloat16)
-    prologue(bits(qkv), bits(qk_weight), bits(cos), bits(sin_signed), bits(k_cache), bits(v_cache), slots, tokens,
-             bits(q), heads, kv_heads, head_dim, eps)
+    qkv_at, w_at, cos_at, sin_at, k_at, v_at, q_at = (bits(t) for t in (qkv, qk_weight, cos, sin_signed, k_cache,
+                                                                          v_cache, q))
+    _by_row_ranges(tokens, width, lambda lo, hi: prologue(
+        qkv_at + lo * width * 2, w_at, cos_at + lo * head_dim * 2, sin_at + lo * head_dim * 2, k_at, v_at,
+        slots[lo:hi], hi - lo, q_at + lo * heads * head_dim * 2, heads, kv_heads, head_dim, eps))
     return q
 
 
@@ -127,13 +196,14 @@ def silu_mul_rows(gate_up: torch.Tensor) -> torch.Tensor:
     gate_up = gate_up.contiguous()
     rows, n = gate_up.shape[0], gate_up.shape[1] // 2
     out = torch.empty(rows, n, dtype=torch.bfloat16)
-    silu_mul(bits(gate_up), bits(out), rows, n)
+    in_at, out_at = bits(gate_up), bits(out)
+    _by_row_ranges(rows, 2 * n, lambda lo, hi: silu_mul(in_at + lo * 4 * n, out_at + lo * 2 * n, hi - lo, n))
     return out
 
 
 def _warm(kernels) -> None:
     """Compile each kernel for the argument types the engine passes (ints, floats, int64 arrays)."""
-    residual_norm_k, prologue_k, attend_k, silu_mul_k = kernels
+    residual_norm_k, prologue_k, attend_k, silu_mul_k, attend_rows_k = kernels
     heads, kvh, hd, block = 2, 1, 4, 2
     x = torch.ones(8, dtype=torch.bfloat16)
     residual_norm_k(x.data_ptr(), x.data_ptr(), x.data_ptr(), x.data_ptr(), x.data_ptr(), 1, 8, 1e-6, True)
@@ -145,3 +215,6 @@ def _warm(kernels) -> None:
                np.zeros(1, np.int64), 1, q.data_ptr(), heads, kvh, hd, 1e-6)
     attend_k(q.data_ptr(), kc.data_ptr(), vc.data_ptr(), np.zeros(1, np.int64), block, 1, out.data_ptr(), heads, kvh, hd)
     silu_mul_k(x.data_ptr(), out.data_ptr(), 1, 4)
+    one = np.zeros(1, np.int64)
+    attend_rows_k(q.data_ptr(), kc.data_ptr(), vc.data_ptr(), np.zeros((1, 1), np.int64), np.ones(1, np.int64), one,
+                  one, block, out.data_ptr(), heads, kvh, hd)

@@ -143,6 +143,82 @@ def test_bits_refuses_what_the_kernels_cannot_read():
         kernels.bits(torch.zeros(4, 4, dtype=torch.bfloat16).t())
 
 
+def test_exp_is_within_an_ulp_and_keeps_the_special_values():
+    from asr_kernels._bf16_decode_row_jit import exp_into
+
+    x = np.concatenate([np.linspace(-110, 95, 400_001, dtype=np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, -87.33, -103.9], np.float32)])
+    out, scratch = np.empty_like(x), [np.empty(len(x), np.int32) for _ in range(2)]
+    exp_into(x, out, *scratch)
+    truth = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore"):
+        truth32 = truth.astype(np.float32)
+    normal = np.isfinite(truth32) & (np.abs(truth32) >= np.finfo(np.float32).tiny)
+    assert (np.abs(out[normal] - truth[normal]) / np.spacing(truth32[normal])).max() <= 1.5
+    tiny = np.isfinite(x) & ~normal & np.isfinite(truth32)             # subnormal results and underflow to 0
+    assert np.abs(out[tiny] - truth[tiny]).max() <= 1.5 * 2.0 ** -149
+    assert np.isnan(out[x != x]).all() and out[x == np.inf][0] == np.inf and out[x == -np.inf][0] == 0
+    assert (out[(x > 88.73) & np.isfinite(x)] == np.inf).all()
+    exp_into(x, x, *scratch)                                          # in place: the same values
+    assert np.array_equal(x, out, equal_nan=True)
+
+
+def test_many_rows_shared_over_the_team_give_the_same_bits(monkeypatch):
+    """A prompt's rows are split over torch's threads: the split never changes a row's bits."""
+    g = torch.Generator().manual_seed(11)
+    heads, kvh, hd, tokens = 4, 2, 32, 37
+    x, res = torch.randn(tokens, 256, generator=g).bfloat16(), torch.randn(tokens, 256, generator=g).bfloat16()
+    w = torch.randn(256, generator=g).bfloat16()
+    gate_up = (3 * torch.randn(tokens, 2 * 96, generator=g)).bfloat16()
+    qkv = torch.randn(tokens, (heads + 2 * kvh) * hd, generator=g).bfloat16()
+    qkw = torch.randn(heads + kvh, hd, generator=g).bfloat16()
+    cos, sin = torch.randn(tokens, hd, generator=g).bfloat16(), torch.randn(tokens, hd, generator=g).bfloat16()
+    slots = np.random.default_rng(0).permutation(64)[:tokens].astype(np.int64)
+    slots[5] = -1                                                     # a padding token
+
+    def run():
+        kc, vc = torch.zeros(4, 16, kvh, hd, dtype=torch.bfloat16), torch.zeros(4, 16, kvh, hd, dtype=torch.bfloat16)
+        q = kernels.prologue_rows(qkv, qkw, cos, sin, kc, vc, slots, heads, kvh, EPS)
+        return [*kernels.norm_rows(x, res, w, EPS), *kernels.norm_rows(x.clone(), None, w, EPS),
+                kernels.silu_mul_rows(gate_up), q, kc, vc]
+
+    alone = run()
+    monkeypatch.setattr(kernels, "MIN_SHARE_VALUES", 1)               # every call shared out
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    shared = run()
+    assert all(torch.equal(a, b) for a, b in zip(alone, shared))
+    for r in (0, 17, 36):                                             # and each row as if alone
+        assert torch.equal(kernels.silu_mul_rows(gate_up[r:r + 1])[0], alone[4][r])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_attention_of_many_rows_is_each_row_alone(threads):
+    """attend_rows deals rows out to the team's threads by their context: bits as attend row by row."""
+    g = torch.Generator().manual_seed(threads)
+    heads, kvh, hd, block_size = 8, 2, 64, 16
+    ctxs = [700, 5, 300, 1, 260, 33]
+    tables, at = [], 0
+    for ctx in ctxs:
+        n = -(-ctx // block_size)
+        tables.append(np.arange(at + n - 1, at - 1, -1, dtype=np.int64))   # blocks in reverse: scattered
+        at += n
+    k_cache = torch.randn(at, block_size, kvh, hd, generator=g).bfloat16()
+    v_cache = torch.randn(at, block_size, kvh, hd, generator=g).bfloat16()
+    starts = [0, 1, 2, 4, 5, 6]                                       # token 3: a prompt's token, not touched
+    q = torch.randn(7, heads, hd, generator=g).bfloat16()
+    batch = kernels.row_batch(tables, ctxs, starts, threads=threads)
+    assert len(batch.shares) == min(threads, sum(ctxs) // kernels.MIN_SHARE_POSITIONS)
+    assert sorted(np.concatenate(batch.shares).tolist()) == list(range(len(ctxs)))
+    out = torch.full((7, heads * hd), 7.0, dtype=torch.bfloat16)
+    kernels.attend_rows(q, k_cache, v_cache, batch, out, heads, kvh)
+    for table, ctx, start in zip(tables, ctxs, starts):
+        one = torch.empty(heads * hd, dtype=torch.bfloat16)
+        kernels.attend(q[start].data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table, block_size, ctx,
+                       one.data_ptr(), heads, kvh, hd)
+        assert torch.equal(out[start], one)
+    assert (out[3] == 7.0).all()
+
+
 def test_nan_stays_nan():
     x = torch.tensor([[float("nan")] + [1.0] * 7]).bfloat16()
     out = torch.empty(1, 4, dtype=torch.bfloat16)

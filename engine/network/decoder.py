@@ -46,6 +46,7 @@ class StepMetadata:
     block_tables: list[list[int]]    # cache blocks of each row
     tensors: object = None           # flash.AttentionTensors for the flash and triton backends, else None
     plan: list | None = None         # the torch path's per-row attention plan, built on first use
+    row_batch: object = None         # its decode rows for the compiled kernels (bf16_decode_row.RowBatch), likewise
 
     @property
     def query_starts(self) -> list[int]:
@@ -141,27 +142,28 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
 
 def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
                              meta: StepMetadata) -> torch.Tensor:
-    """paged_attention for bfloat16 on CPU with the compiled kernels: a row of one query (a decode
-    row) through ``bf16_decode_row.attend``, a longer row through SDPA as there.
+    """paged_attention for bfloat16 on CPU with the compiled kernels: the rows of one query (decode
+    rows) through ``bf16_decode_row.attend_rows``, a longer row through SDPA as there.
     q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd]."""
     tokens, heads, hd = q.shape
     block_size, kv_heads = cache_k.shape[1], cache_k.shape[2]
     plan = attention_plan(meta, block_size, q.device)
+    if meta.row_batch is None:
+        decode = [row for row in plan if row.n == 1]
+        meta.row_batch = row_kernels.row_batch([row.table for row in decode], [row.ctx for row in decode],
+                                               [row.start for row in decode])
     q = q.contiguous()
     covered = sum(row.n for row in plan)
     out = (torch.empty if covered == tokens else torch.zeros)(tokens, heads * hd, dtype=q.dtype)  # padding: zero
-    q_at, out_at, width = q.data_ptr(), out.data_ptr(), heads * hd * q.element_size()
-    k_at, v_at = row_kernels.bits(cache_k), row_kernels.bits(cache_v)
+    if len(meta.row_batch.ctxs):
+        row_kernels.attend_rows(q, cache_k, cache_v, meta.row_batch, out, heads, kv_heads)
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
     for row in plan:
-        if row.n == 1:
-            row_kernels.attend(q_at + row.start * width, k_at, v_at, row.table, block_size, row.ctx,
-                               out_at + row.start * width, heads, kv_heads, hd)
-            continue
-        q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
-        o = ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row), attn_mask=row.mask,
-                          is_causal=row.causal, enable_gqa=True)
-        out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
+        if row.n > 1:
+            q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
+            o = ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row),
+                              attn_mask=row.mask, is_causal=row.causal, enable_gqa=True)
+            out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
     return out
 
 
@@ -194,7 +196,7 @@ def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, 
         check_rms_norm(embeds, None, lm.layers[0].input_layernorm.weight)   # once, not per call
         norm, prologue = rms_norm_residual_cpu, _torch_prologue(cfg, cos, sin, meta.slot_mapping)
         if compiled_ops_apply(net, cache, embeds, attention):
-            norm, prologue, attention, act = _compiled_ops(cfg, cos, sin, meta, embeds.shape[0], norm, prologue)
+            norm, prologue, attention, act = _compiled_ops(cfg, cos, sin, meta)
     x, residual = embeds, None
     for i, layer in enumerate(lm.layers):
         h, residual = norm(x, residual, layer.input_layernorm.weight, eps)
@@ -219,40 +221,21 @@ def _kernel_prologue(cfg, cos, sin, slot_mapping):
     return prologue
 
 
-def _compiled_ops(cfg, cos, sin, meta: StepMetadata, tokens: int, torch_norm, torch_prologue):
+def _compiled_ops(cfg, cos, sin, meta: StepMetadata):
     """(norm, prologue, attention, act) for a CPU bfloat16 step with the compiled small ops.
 
-    The tokens of decode rows (one token each) take the compiled ops, every other token the torch
-    ops: a decode row then gets the same bits alone (the one-row decoder, decode_row.py) or beside
-    other rows, and a prompt's tokens keep torch's multi-threaded ops (the kernels run on one core)."""
-    heads, kvh, eps = cfg.heads, cfg.kv_heads, cfg.rms_norm_eps
-    starts = [start for start, n in zip(meta.query_starts, meta.query_lens) if n == 1]
-    if not starts:
-        return torch_norm, torch_prologue, paged_attention, silu_mul
-    every = len(starts) == tokens
-    index = None if every else torch.tensor(starts)
-    pick = (lambda t: t) if every else (lambda t: t.index_select(0, index))                # noqa: E731
-    slots = pick(meta.slot_mapping).to(torch.int64).numpy()
-    cos, sin_signed = pick(cos).contiguous(), pick(signed_sin(sin)).contiguous()           # [decode tokens, hd]
-
-    def norm(x, residual, weight, eps):
-        h, new_residual = row_kernels.norm_rows(pick(x), None if residual is None else pick(residual), weight, eps)
-        if every:
-            return h, new_residual
-        full_h, full_residual = torch_norm(x, residual, weight, eps)
-        return full_h.index_copy_(0, index, h), full_residual.index_copy(0, index, new_residual)
+    Every token takes them, each token alone (a prompt's many tokens shared out over torch's
+    threads), so a request gets the same bits alone (the one-row decoder, decode_row.py) or beside
+    other rows; only the attention of a prompt's rows stays on SDPA."""
+    heads, kvh = cfg.heads, cfg.kv_heads
+    slots = meta.slot_mapping.to(torch.int64).numpy()
+    cos, sin_signed = cos.contiguous(), signed_sin(sin).contiguous()           # [tokens, hd]
 
     def prologue(layer, qkv, k_cache, v_cache):
-        full_q = None if every else torch_prologue(layer, qkv, k_cache, v_cache)   # writes every token's k, v
-        q = row_kernels.prologue_rows(pick(qkv), qk_norm_weight(layer.self_attn, heads, kvh), cos, sin_signed,
-                                      k_cache, v_cache, slots, heads, kvh, eps)  # then the decode tokens' again
-        return q if every else full_q.index_copy_(0, index, q)
+        return row_kernels.prologue_rows(qkv, qk_norm_weight(layer.self_attn, heads, kvh), cos, sin_signed,
+                                         k_cache, v_cache, slots, heads, kvh, cfg.rms_norm_eps)
 
-    def act(gate_up):
-        out = row_kernels.silu_mul_rows(pick(gate_up))
-        return out if every else silu_mul(gate_up).index_copy_(0, index, out)
-
-    return norm, prologue, compiled_paged_attention, act
+    return row_kernels.norm_rows, prologue, compiled_paged_attention, row_kernels.silu_mul_rows
 
 
 def _torch_prologue(cfg, cos, sin, slot_mapping):

@@ -1,0 +1,102 @@
+"""Run shares of a nogil kernel on the calling thread's OpenMP team: torch's own CPU threads.
+
+A CPU step alternates torch ops (parallel regions of torch's OpenMP team) with compiled kernels.
+After each region, libgomp's worker threads spin for milliseconds waiting for the next one, so a
+thread of our own given half a kernel's work shares its core with a spinning worker and gains
+nothing. Handing the work to that same team (``GOMP_parallel``, which torch's ops use too) puts
+it on the threads that are already awake, one share per thread.
+
+The work is a Python callable that calls a kernel releasing the GIL (numba ``nogil=True``): each
+team thread takes the GIL only to start its share. Where no OpenMP runtime with ``GOMP_parallel``
+is loaded (Windows builds of torch), the shares run one after another on the calling thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+import threading
+from typing import Callable
+
+__all__ = ["run_shares", "team_available"]
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_lock = threading.Lock()
+_runtime = None            # (GOMP_parallel, omp_get_thread_num, omp_get_num_threads) of the loaded runtime
+_looked = False
+_jobs: dict[int, tuple[Callable[[int], None], int, list]] = {}
+_ids = itertools.count(1)
+
+
+def _find_runtime():
+    """GOMP_parallel and the team queries from the OpenMP runtime torch loaded (libgomp on Linux;
+    LLVM's libomp, which exports the same entry points, on macOS), else None."""
+    global _runtime, _looked
+    with _lock:
+        if _looked:
+            return _runtime
+        _looked = True
+        import torch  # noqa: F401  (loads the runtime torch uses)
+
+        for path in _loaded_runtimes():
+            try:
+                lib = ctypes.CDLL(path)          # the copy already loaded: dlopen returns it
+                parallel, thread_num, team_size = lib.GOMP_parallel, lib.omp_get_thread_num, lib.omp_get_num_threads
+            except (OSError, AttributeError):
+                continue
+            parallel.argtypes, parallel.restype = [_CALLBACK, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
+            for query in (thread_num, team_size):
+                query.argtypes, query.restype = [], ctypes.c_int
+            _runtime = (parallel, thread_num, team_size)
+            break
+        return _runtime
+
+
+def _loaded_runtimes() -> list[str]:
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/self/maps") as maps:
+                return sorted({line.split()[-1] for line in maps if "libgomp" in line and "/" in line})
+        except OSError:
+            return []
+    if sys.platform == "darwin":
+        import glob
+        import os
+
+        import torch
+        return glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libomp.dylib"))
+    return []
+
+
+def team_available() -> bool:
+    """Whether shares run on an OpenMP team here (else one after another)."""
+    return _find_runtime() is not None
+
+
+@_CALLBACK
+def _share(job_id):
+    """Each team thread's body: its shares of the job registered under job_id (one each, unless
+    the runtime gave a smaller team than asked for)."""
+    work, shares, errors = _jobs[job_id]
+    try:
+        for i in range(_runtime[1](), shares, _runtime[2]()):
+            work(i)
+    except BaseException as error:          # noqa: BLE001 (raised again on the calling thread)
+        errors.append(error)
+
+
+def run_shares(work: Callable[[int], None], shares: int) -> None:
+    """Call work(0), ..., work(shares - 1) at once on the calling thread's OpenMP team (thread i runs
+    share i); return when all are done, raising the first error any share raised."""
+    if shares <= 1 or _find_runtime() is None:
+        for i in range(shares):
+            work(i)
+        return
+    job_id, errors = next(_ids), []
+    _jobs[job_id] = (work, shares, errors)
+    try:
+        _runtime[0](_share, job_id, shares, 0)      # the calling thread is team thread 0
+    finally:
+        del _jobs[job_id]
+    if errors:
+        raise errors[0]

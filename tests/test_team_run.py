@@ -1,0 +1,45 @@
+"""asr_kernels/team_run.py: shares of a kernel on the calling thread's OpenMP team (torch's threads)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from asr_kernels import team_run
+
+
+def test_every_share_runs_once_on_the_team():
+    seen, lock = [], threading.Lock()
+
+    def work(i):
+        with lock:
+            seen.append((i, threading.get_ident()))
+
+    team_run.run_shares(work, 4)
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3]
+    if team_run.team_available() and torch.get_num_threads() > 1:     # Linux torch: libgomp's team
+        assert len({ident for _, ident in seen}) > 1
+        assert dict(seen)[0] == threading.get_ident()                 # the caller is thread 0
+
+
+def test_a_share_that_fails_fails_the_call_after_all_shares_ran():
+    ran = []
+
+    def work(i):
+        ran.append(i)
+        if i == 1:
+            raise ValueError("share 1 broke")
+
+    with pytest.raises(ValueError, match="share 1 broke"):
+        team_run.run_shares(work, 3)
+    assert sorted(ran) == [0, 1, 2]
+    assert not team_run._jobs                                          # nothing left registered
+
+
+def test_without_an_openmp_runtime_the_shares_run_in_turn(monkeypatch):
+    monkeypatch.setattr(team_run, "_find_runtime", lambda: None)
+    seen = []
+    team_run.run_shares(lambda i: seen.append((i, threading.get_ident())), 3)
+    assert seen == [(i, threading.get_ident()) for i in range(3)]
+    assert not team_run.team_available()
