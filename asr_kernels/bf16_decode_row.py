@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from asr_kernels.team_run import run_shares
+from asr_kernels.team_run import run_compiled, run_shares, team_available, team_queries
 
 __all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "prologue", "attend", "silu_mul",
            "norm_rows", "prologue_rows", "silu_mul_rows", "RowBatch", "row_batch", "attend_rows"]
@@ -41,9 +41,11 @@ __all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "pro
 # "0" keeps CPU bfloat16 steps on the torch ops (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_DECODE_ROW"
 _kernels = None
+_team_body = 0          # the address of attend_team, the C body run_compiled calls
+_TEAM_FIELDS: tuple = ()
 # Work below these sizes costs less than handing a share of it to a team thread (tens of us):
 # cached positions of a step's attention (~0.3 us each a layer), values of a row-wise kernel.
-MIN_SHARE_POSITIONS = 512
+MIN_SHARE_POSITIONS = 128
 MIN_SHARE_VALUES = 1 << 17
 
 
@@ -65,11 +67,12 @@ def bits(t: torch.Tensor) -> int:
 @functools.lru_cache(maxsize=1)
 def compile_kernels() -> bool:
     """Compile (or load from numba's cache) the kernels; False where numba is missing or fails."""
-    global _kernels
+    global _kernels, _team_body, _TEAM_FIELDS
     try:
         from asr_kernels import _bf16_decode_row_jit as jit
 
         _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k, jit.attend_rows_k)
+        _team_body, _TEAM_FIELDS = jit.attend_team.address, jit.TEAM_FIELDS
         _warm(_kernels)
     except Exception:       # no numba, an unsupported platform: the torch path
         _kernels = None
@@ -114,7 +117,10 @@ class RowBatch:
     tables: np.ndarray          # [rows, most blocks] int64: each row's cache blocks up to its context
     ctxs: np.ndarray            # [rows] int64: cached positions each row attends over
     starts: np.ndarray          # [rows] int64: each row's query token in the step
-    shares: list[np.ndarray]    # row indices per thread of torch's team; shares[0] runs on the calling thread
+    shares: list[np.ndarray]    # row indices per thread of torch's team
+    share_rows: np.ndarray      # [shares, most rows] int64: ``shares``, padded, for the team's body
+    share_counts: np.ndarray    # [shares] int64: rows in each
+    team_data: np.ndarray       # attend_team's fields (TEAM_FIELDS); the step's part filled here
 
 
 def row_batch(tables: list[np.ndarray], ctxs: list[int], starts: list[int], threads: int | None = None) -> RowBatch:
@@ -131,8 +137,20 @@ def row_batch(tables: list[np.ndarray], ctxs: list[int], starts: list[int], thre
         lightest = loads.index(min(loads))
         shares[lightest].append(r)
         loads[lightest] += ctxs[r]
-    return RowBatch(padded, np.asarray(ctxs, np.int64), np.asarray(starts, np.int64),
-                    [np.asarray(sorted(s), np.int64) for s in shares])
+    shares = [np.asarray(sorted(s), np.int64) for s in shares]
+    share_rows = np.zeros((n, max(len(s) for s in shares) if rows else 1), np.int64)
+    for i, share in enumerate(shares):
+        share_rows[i, :len(share)] = share
+    batch = RowBatch(padded, np.asarray(ctxs, np.int64), np.asarray(starts, np.int64), shares, share_rows,
+                     np.asarray([len(s) for s in shares], np.int64), np.zeros(len(_TEAM_FIELDS), np.int64))
+    queries = team_queries() or (0, 0)
+    step = dict(thread_num=queries[0], team_size=queries[1], rows=rows, tables=padded.ctypes.data,
+                table_width=padded.shape[1], ctxs=batch.ctxs.ctypes.data, starts=batch.starts.ctypes.data,
+                shares=n, share_rows=share_rows.ctypes.data, share_width=share_rows.shape[1],
+                share_counts=batch.share_counts.ctypes.data)
+    for name, value in step.items():
+        batch.team_data[_TEAM_FIELDS.index(name)] = value
+    return batch
 
 
 def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: RowBatch, out: torch.Tensor,
@@ -140,10 +158,13 @@ def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, b
     """``attend`` for every row of ``batch``, its shares at once on torch's OpenMP team.
     q: [tokens, heads, hd]; caches: [blocks, block_size, kv_heads, hd]; out: [tokens, heads * hd]."""
     block_size, head_dim = k_cache.shape[1], k_cache.shape[-1]
-    args = (bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts)
-    out_at = bits(out)
-    run_shares(lambda i: _kernels[4](*args, batch.shares[i], block_size, out_at, heads, kv_heads, head_dim),
-               len(batch.shares))
+    if len(batch.shares) == 1 or not team_available():     # whole rows, one after another
+        _kernels[4](bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts,
+                    np.arange(len(batch.ctxs), dtype=np.int64), block_size, bits(out), heads, kv_heads, head_dim)
+        return
+    data = batch.team_data       # this layer's part: the same slots at every call, so a fixed layout
+    data[2:10] = (bits(q), bits(k_cache), bits(v_cache), block_size, bits(out), heads, kv_heads, head_dim)
+    run_compiled(_team_body, data.ctypes.data, len(batch.shares))
 
 
 # Tensor-level forms, for steps of many rows (decoder_forward): a prompt's hundreds of tokens are

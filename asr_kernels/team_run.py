@@ -6,9 +6,12 @@ thread of our own given half a kernel's work shares its core with a spinning wor
 nothing. Handing the work to that same team (``GOMP_parallel``, which torch's ops use too) puts
 it on the threads that are already awake, one share per thread.
 
-The work is a Python callable that calls a kernel releasing the GIL (numba ``nogil=True``): each
-team thread takes the GIL only to start its share. Where no OpenMP runtime with ``GOMP_parallel``
-is loaded (Windows builds of torch), the shares run one after another on the calling thread.
+Two forms: ``run_shares`` takes a Python callable that calls a kernel releasing the GIL (numba
+``nogil=True``), and each team thread takes the GIL only to start its share (tens of us a call);
+``run_compiled`` takes a compiled C body (a numba ``cfunc``) that finds its share itself through
+``team_queries``' functions, for work handed out at every layer of a step (a few us a call).
+Where no OpenMP runtime with ``GOMP_parallel`` is loaded (Windows builds of torch), shares run one
+after another on the calling thread, and ``team_queries`` is None.
 """
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ import sys
 import threading
 from typing import Callable
 
-__all__ = ["run_shares", "team_available"]
+__all__ = ["run_shares", "run_compiled", "team_queries", "team_available"]
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _lock = threading.Lock()
-_runtime = None            # (GOMP_parallel, omp_get_thread_num, omp_get_num_threads) of the loaded runtime
+_runtime = None     # (GOMP_parallel for Python bodies, for C bodies, omp_get_thread_num, omp_get_num_threads)
 _looked = False
 _jobs: dict[int, tuple[Callable[[int], None], int, list]] = {}
 _ids = itertools.count(1)
@@ -41,13 +44,15 @@ def _find_runtime():
         for path in _loaded_runtimes():
             try:
                 lib = ctypes.CDLL(path)          # the copy already loaded: dlopen returns it
-                parallel, thread_num, team_size = lib.GOMP_parallel, lib.omp_get_thread_num, lib.omp_get_num_threads
+                parallel, parallel_c = lib["GOMP_parallel"], lib["GOMP_parallel"]   # two prototypes
+                thread_num, team_size = lib.omp_get_thread_num, lib.omp_get_num_threads
             except (OSError, AttributeError):
                 continue
             parallel.argtypes, parallel.restype = [_CALLBACK, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
+            parallel_c.argtypes, parallel_c.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
             for query in (thread_num, team_size):
                 query.argtypes, query.restype = [], ctypes.c_int
-            _runtime = (parallel, thread_num, team_size)
+            _runtime = (parallel, parallel_c, thread_num, team_size)
             break
         return _runtime
 
@@ -79,7 +84,7 @@ def _share(job_id):
     the runtime gave a smaller team than asked for)."""
     work, shares, errors = _jobs[job_id]
     try:
-        for i in range(_runtime[1](), shares, _runtime[2]()):
+        for i in range(_runtime[2](), shares, _runtime[3]()):
             work(i)
     except BaseException as error:          # noqa: BLE001 (raised again on the calling thread)
         errors.append(error)
@@ -100,3 +105,19 @@ def run_shares(work: Callable[[int], None], shares: int) -> None:
         del _jobs[job_id]
     if errors:
         raise errors[0]
+
+
+def team_queries() -> tuple[int, int] | None:
+    """The addresses of ``int omp_get_thread_num(void)`` and ``int omp_get_num_threads(void)``, for a
+    compiled body to find its share; None where no runtime is loaded."""
+    if _find_runtime() is None:
+        return None
+    return tuple(ctypes.cast(f, ctypes.c_void_p).value for f in _runtime[2:4])
+
+
+def run_compiled(body: int, data: int, shares: int) -> None:
+    """Call the C function ``void body(void *data)`` at once on ``shares`` threads of the calling
+    thread's OpenMP team (the caller is one of them) and return when all are done. The body finds
+    its share with ``team_queries``' functions and must hand out every share whatever the team's
+    size. Only with a runtime loaded (``team_available``)."""
+    _runtime[1](body, data, shares, 0)
