@@ -18,11 +18,12 @@ kernel runs with bfloat16 probabilities). tests/test_bf16_decode_row.py holds th
 references named above within a bfloat16 step or two.
 
 numba is optional: ``compile_kernels()`` returns False without it (or where it cannot compile),
-and the engine keeps the torch path. Each kernel call is single-threaded: they are microseconds
-long, and torch's OpenMP team owns the cores for the GEMVs between them. Only the attention of a
-step's many decode rows, which reads every row's cached context, is long enough to share out:
-``attend_rows`` hands whole rows to the threads of that team (``team_run``), so which thread ran
-a row never changes its bits.
+and the engine keeps the torch path. A decode row's kernel calls are single-threaded: they are
+microseconds long, and torch's OpenMP team owns the cores for the GEMVs between them. Longer work
+is shared out over that same team (``team_run``; a thread of our own would share its core with the
+team's spinning worker): the attention of a step's decode rows, which reads every row's cached
+context (``attend_rows``, whole rows per thread), and a prompt's hundreds of tokens (row ranges).
+Which thread ran a row never changes its bits.
 """
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ SWITCH = "QWEN3_ASR_DECODE_ROW"
 _kernels = None
 _team_body = 0          # the address of attend_team, the C body run_compiled calls
 _TEAM_FIELDS: tuple = ()
-# Work below these sizes costs less than handing a share of it to a team thread (tens of us):
-# cached positions of a step's attention (~0.3 us each a layer), values of a row-wise kernel.
+# Work below these sizes costs less than handing a share of it to a team thread: cached positions
+# of a step's attention (0.3-0.6 us each a layer; a compiled body's handoff is a few us), values of
+# a row-wise kernel (~1 ns each; a Python share's handoff is tens of us).
 MIN_SHARE_POSITIONS = 128
 MIN_SHARE_VALUES = 1 << 17
 
