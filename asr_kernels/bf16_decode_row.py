@@ -44,6 +44,7 @@ SWITCH = "QWEN3_ASR_DECODE_ROW"
 _kernels = None
 _team_body = 0          # the address of attend_team, the C body run_compiled calls
 _TEAM_FIELDS: tuple = ()
+_LAYER_SLOTS: list = []   # where attend_rows writes each layer's fields in team_data
 # Work below these sizes costs less than handing a share of it to a team thread: cached positions
 # of a step's attention (0.3-0.6 us each a layer; a compiled body's handoff is a few us), values of
 # a row-wise kernel (~1 ns each; a Python share's handoff is tens of us).
@@ -69,12 +70,14 @@ def bits(t: torch.Tensor) -> int:
 @functools.lru_cache(maxsize=1)
 def compile_kernels() -> bool:
     """Compile (or load from numba's cache) the kernels; False where numba is missing or fails."""
-    global _kernels, _team_body, _TEAM_FIELDS
+    global _kernels, _team_body, _TEAM_FIELDS, _LAYER_SLOTS
     try:
         from asr_kernels import _bf16_decode_row_jit as jit
 
         _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k, jit.attend_rows_k)
         _team_body, _TEAM_FIELDS = jit.attend_team.address, jit.TEAM_FIELDS
+        _LAYER_SLOTS = [_TEAM_FIELDS.index(name) for name in ("q", "k_cache", "v_cache", "block_size", "out", "heads",
+                                                              "kv_heads", "head_dim")]
         _warm(_kernels)
     except Exception:       # no numba, an unsupported platform: the torch path
         _kernels = None
@@ -112,9 +115,10 @@ def silu_mul(gate_up: int, out: int, rows: int, n: int) -> None:
     _kernels[3](gate_up, out, rows, n)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RowBatch:
-    """A step's decode rows for ``attend_rows``: built once per step, read by every layer."""
+    """A step's decode rows for ``attend_rows``: built once per step, read by every layer. Frozen:
+    team_data holds the addresses of its arrays."""
 
     tables: np.ndarray          # [rows, most blocks] int64: each row's cache blocks up to its context
     ctxs: np.ndarray            # [rows] int64: cached positions each row attends over
@@ -164,9 +168,9 @@ def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, b
         _kernels[4](bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts,
                     np.arange(len(batch.ctxs), dtype=np.int64), block_size, bits(out), heads, kv_heads, head_dim)
         return
-    data = batch.team_data       # this layer's part: the same slots at every call, so a fixed layout
-    data[2:10] = (bits(q), bits(k_cache), bits(v_cache), block_size, bits(out), heads, kv_heads, head_dim)
-    run_compiled(_team_body, data.ctypes.data, len(batch.shares))
+    batch.team_data[_LAYER_SLOTS] = (bits(q), bits(k_cache), bits(v_cache), block_size, bits(out), heads, kv_heads,
+                                     head_dim)      # this layer's fields; the step's were filled by row_batch
+    run_compiled(_team_body, batch.team_data.ctypes.data, len(batch.shares))
 
 
 # Tensor-level forms, for steps of many rows (decoder_forward): a prompt's hundreds of tokens are
@@ -175,7 +179,7 @@ def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, b
 def _by_row_ranges(rows: int, width: int, run) -> None:
     """run(lo, hi) over [0, rows), split into one range per thread of torch's team when the rows
     hold enough values (width each) to pay for the handoff."""
-    n = max(1, min(torch.get_num_threads(), rows * width // MIN_SHARE_VALUES))
+    n = max(1, min(torch.get_num_threads(), rows, rows * width // MIN_SHARE_VALUES))
     if n == 1:
         run(0, rows)
         return
@@ -187,10 +191,11 @@ def norm_rows(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tens
               eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """rms_norm_residual_cpu's contract: x, residual: [rows, n] -> (h, new residual)."""
     x = x.contiguous()
+    residual = None if residual is None else residual.contiguous()     # held: the kernels read its address
     rows, n = x.shape
     h = torch.empty_like(x)
     new_res = x if residual is None else torch.empty_like(x)
-    res_at = 0 if residual is None else bits(residual.contiguous())
+    res_at = 0 if residual is None else bits(residual)
     x_at, w_at, h_at, new_at, size = bits(x), bits(weight), bits(h), bits(new_res), n * x.element_size()
     _by_row_ranges(rows, n, lambda lo, hi: residual_norm(
         x_at + lo * size, res_at + lo * size if res_at else 0, w_at, h_at + lo * size, new_at + lo * size,

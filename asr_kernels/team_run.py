@@ -10,15 +10,17 @@ Two forms: ``run_shares`` takes a Python callable that calls a kernel releasing 
 ``nogil=True``), and each team thread takes the GIL only to start its share (tens of us a call);
 ``run_compiled`` takes a compiled C body (a numba ``cfunc``) that finds its share itself through
 ``team_queries``' functions, for work handed out at every layer of a step (a few us a call).
-Where no OpenMP runtime with ``GOMP_parallel`` is loaded (Windows builds of torch), shares run one
-after another on the calling thread, and ``team_queries`` is None.
+Where no OpenMP runtime with ``GOMP_parallel`` is loaded (Windows builds of torch), ``run_shares``
+hands shares to threads of its own (no better place for them there), and ``team_queries`` is None.
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 __all__ = ["run_shares", "run_compiled", "team_queries", "team_available"]
@@ -29,6 +31,7 @@ _runtime = None     # (GOMP_parallel for Python bodies, for C bodies, omp_get_th
 _looked = False
 _jobs: dict[int, tuple[Callable[[int], None], int, list]] = {}
 _ids = itertools.count(1)
+_pool: ThreadPoolExecutor | None = None    # run_shares' threads where no OpenMP runtime is loaded
 
 
 def _find_runtime():
@@ -58,15 +61,19 @@ def _find_runtime():
 
 
 def _loaded_runtimes() -> list[str]:
+    """Loaded OpenMP runtimes, torch's own copy first (another copy would be another team)."""
     if sys.platform.startswith("linux"):
+        import torch
         try:
             with open("/proc/self/maps") as maps:
-                return sorted({line.split()[-1] for line in maps if "libgomp" in line and "/" in line})
+                paths = {line.split()[-1] for line in maps
+                         if "/" in line and any(name in line for name in ("libgomp", "libiomp5", "libomp"))}
         except OSError:
             return []
+        torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+        return sorted(paths, key=lambda path: (not path.startswith(torch_lib), path))
     if sys.platform == "darwin":
         import glob
-        import os
 
         import torch
         return glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libomp.dylib"))
@@ -83,19 +90,23 @@ def _share(job_id):
     """Each team thread's body: its shares of the job registered under job_id (one each, unless
     the runtime gave a smaller team than asked for)."""
     work, shares, errors = _jobs[job_id]
-    try:
-        for i in range(_runtime[2](), shares, _runtime[3]()):
+    for i in range(_runtime[2](), shares, _runtime[3]()):
+        try:
             work(i)
-    except BaseException as error:          # noqa: BLE001 (raised again on the calling thread)
-        errors.append(error)
+        except BaseException as error:      # noqa: BLE001 (raised again on the calling thread)
+            errors.append(error)
 
 
 def run_shares(work: Callable[[int], None], shares: int) -> None:
     """Call work(0), ..., work(shares - 1) at once on the calling thread's OpenMP team (thread i runs
-    share i); return when all are done, raising the first error any share raised."""
-    if shares <= 1 or _find_runtime() is None:
+    share i); return when all are done, raising the first error any share raised. Not for work
+    still running at interpreter exit: the team's threads take the GIL (``run_compiled`` does not)."""
+    if shares <= 1:
         for i in range(shares):
             work(i)
+        return
+    if _find_runtime() is None:
+        _on_own_threads(work, shares)
         return
     job_id, errors = next(_ids), []
     _jobs[job_id] = (work, shares, errors)
@@ -103,6 +114,26 @@ def run_shares(work: Callable[[int], None], shares: int) -> None:
         _runtime[0](_share, job_id, shares, 0)      # the calling thread is team thread 0
     finally:
         del _jobs[job_id]
+    if errors:
+        raise errors[0]
+
+
+def _on_own_threads(work: Callable[[int], None], shares: int) -> None:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1), thread_name_prefix="shares")
+    helping = [_pool.submit(work, i) for i in range(1, shares)]
+    errors = []
+    try:
+        work(0)
+    except BaseException as error:          # noqa: BLE001 (raised below, once every share is done)
+        errors.append(error)
+    for future in helping:                  # shares write into the caller's buffers: wait for all
+        try:
+            future.result()
+        except BaseException as error:      # noqa: BLE001
+            errors.append(error)
     if errors:
         raise errors[0]
 

@@ -37,9 +37,23 @@ def test_a_share_that_fails_fails_the_call_after_all_shares_ran():
     assert not team_run._jobs                                          # nothing left registered
 
 
-def test_without_an_openmp_runtime_the_shares_run_in_turn(monkeypatch):
+def test_without_an_openmp_runtime_shares_run_on_threads_of_its_own(monkeypatch):
+    """Windows builds of torch: no libgomp to hand work to, so a thread pool takes the other shares."""
     monkeypatch.setattr(team_run, "_find_runtime", lambda: None)
-    seen = []
-    team_run.run_shares(lambda i: seen.append((i, threading.get_ident())), 3)
-    assert seen == [(i, threading.get_ident()) for i in range(3)]
-    assert not team_run.team_available()
+    assert not team_run.team_available() and team_run.team_queries() is None
+    seen, lock, started = [], threading.Lock(), threading.Barrier(2, timeout=10)
+
+    def work(i):
+        started.wait()                      # both shares at once, or this times out
+        with lock:
+            seen.append((i, threading.get_ident()))
+
+    team_run.run_shares(work, 2)
+    assert sorted(i for i, _ in seen) == [0, 1]
+    assert dict(seen)[0] == threading.get_ident() and dict(seen)[1] != threading.get_ident()
+
+    def fails(i):
+        if i == 1:
+            raise ValueError("share 1 broke")
+    with pytest.raises(ValueError, match="share 1 broke"):
+        team_run.run_shares(fails, 3)

@@ -194,9 +194,10 @@ def decoder_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, 
         norm, prologue = rms_norm_residual, _kernel_prologue(cfg, cos, sin, meta.slot_mapping)
     else:
         check_rms_norm(embeds, None, lm.layers[0].input_layernorm.weight)   # once, not per call
-        norm, prologue = rms_norm_residual_cpu, _torch_prologue(cfg, cos, sin, meta.slot_mapping)
         if compiled_ops_apply(net, cache, embeds, attention):
             norm, prologue, attention, act = _compiled_ops(cfg, cos, sin, meta)
+        else:
+            norm, prologue = rms_norm_residual_cpu, _torch_prologue(cfg, cos, sin, meta.slot_mapping)
     x, residual = embeds, None
     for i, layer in enumerate(lm.layers):
         h, residual = norm(x, residual, layer.input_layernorm.weight, eps)
