@@ -186,7 +186,6 @@ def prologue_k(qkv_at, qkw_at, cos_at, sin_at, kc_at, vc_at, slots, tokens, q_at
             v_new[:] = qkv[nqk * hd:]
 
 
-@inline
 def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
     """One query [heads, hd] over the ctx cached keys and values of its row. The query heads that
     share a key head go two at a time over its cached row, widened in registers (1.3x faster than
@@ -249,6 +248,9 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
                 for d in range(hd):
                     ah[d] += w * as_float(np.uint32(v[d]) << np.uint32(16))
     round_into(acc.reshape(heads * hd), carray(ptr(out_at), (heads * hd,), np.uint16))
+
+
+attend_one = kernel(attend_one)      # not inlined: compiled once for its three callers below
 
 
 @kernel
