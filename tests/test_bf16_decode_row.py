@@ -291,6 +291,40 @@ def test_one_row_decoder_is_decoder_forward_bit_for_bit_and_near_the_torch_path(
             assert (a.float() - b.float()).abs().max() <= 2 * 2 ** -8 * b.abs().max().clamp_min(1e-3)
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["one-thread", "rows-shared-over-the-team"])
+def test_a_step_of_many_decode_rows_is_decoder_forward_bit_for_bit(tiny_model_dir, monkeypatch, shared):
+    """A queue's decode step (three rows of one token) through the decode-row decoder equals
+    decoder_forward's compiled path, with the rows' attention on one thread or shared out."""
+    import engine
+    from engine.network.decode_row import decode_row_forward, decode_rows_only
+    from engine.network.decoder import decoder_forward
+    from engine.serving.scheduler import ScheduledRow
+
+    if shared:
+        monkeypatch.setattr(kernels, "MIN_SHARE_POSITIONS", 1)
+    eng = engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")
+    runner, cache = eng.runner, eng.cache
+    reqs = [eng.make_request((0.1 * np.random.default_rng(s).standard_normal(8000 * (s + 1))).astype(np.float32))
+            for s in range(3)]
+    for req in reqs:
+        assert cache.allocator.grow(req.block_table, len(req.prompt_ids) + 1)
+    prompt = [ScheduledRow(req, 0, len(req.prompt_ids), True) for req in reqs]
+    runner.encode_pending(prompt)
+    inputs = runner.step_inputs(prompt)
+    decoder_forward(runner.net, cache, runner.embeddings(inputs), inputs.meta, runner.attention)
+    for req in reqs:
+        req.token_ids.append(17)
+    rows = [ScheduledRow(req, len(req.prompt_ids), 1, True) for req in reqs]
+    inputs = runner.step_inputs(rows)
+    embeds = runner.embeddings(inputs)
+    assert decode_rows_only(embeds, inputs.meta)
+    ref = decoder_forward(runner.net, cache, embeds, inputs.meta, runner.attention)
+    inputs = runner.step_inputs(rows)                  # fresh step metadata: its row batch is built again
+    out = decode_row_forward(runner.net, cache, embeds, inputs.meta)
+    assert len(inputs.meta.row_batch.shares) == (2 if shared and torch.get_num_threads() > 1 else 1)
+    assert torch.equal(out, ref)
+
+
 def test_a_request_decodes_alike_alone_and_in_a_batch(tiny_model_dir):
     """The queue's promise kept with the compiled ops: one clip's tokens alone (one-row steps) equal
     its tokens when it shares every step with other clips (decoder_forward over many rows)."""

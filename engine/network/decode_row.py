@@ -1,10 +1,12 @@
-"""The decoder for a step of one bfloat16 decode row on CPU: one clip at a time, one live stream.
+"""The decoder for a step of bfloat16 decode rows only on CPU: one clip at a time, one live stream,
+the decode steps of a queue.
 
 ``decoder_forward`` with the compiled small ops (``asr_kernels.bf16_decode_row``) still wraps
-each in a few torch calls per layer (buffers, views, the attention plan). A step of one row needs
-none of them: here the four GEMVs of a layer are the same linear methods, and the kernels between
-them read and write preallocated buffers by address. The kernels and their inputs are the same
-as ``decoder_forward``'s, so the results are equal bit for bit (tests/test_bf16_decode_row.py).
+each in a few torch calls per layer (buffers, views, checks). A step whose rows each have one new
+token needs none of them: here the four GEMVs of a layer are the same linear methods, and the
+kernels between them read and write preallocated buffers by address. The kernels and their inputs
+are the same as ``decoder_forward``'s, so the results are equal bit for bit
+(tests/test_bf16_decode_row.py).
 
 Chosen once at load (``decode_row_forward_for``): bfloat16 weights and cache on CPU, the kernels
 compiled (numba present) and not switched off (``bf16_decode_row.SWITCH``). float32 never takes
@@ -19,16 +21,16 @@ import torch
 from asr_kernels import bf16_decode_row as kernels
 from asr_kernels.bf16_decode_row import bits
 from asr_kernels.qk_norm_rope import signed_sin
-from engine.network.decoder import PagedKV, StepMetadata, attention_plan, compiled_ops_apply, paged_attention, \
-    qk_norm_weight, rope_cos_sin
+from engine.network.decoder import PagedKV, StepMetadata, attention_plan, compiled_ops_apply, decode_row_batch, \
+    paged_attention, qk_norm_weight, rope_cos_sin
 from engine.network.modules import Qwen3ASRNetwork
 
 DecodeRowForward = Callable[[torch.Tensor, StepMetadata], torch.Tensor]
 
 
-def one_decode_row(embeds: torch.Tensor, meta: StepMetadata) -> bool:
-    """A step of one row with one new token (and no padding)."""
-    return embeds.shape[0] == 1 and len(meta.query_lens) == 1 and meta.query_lens[0] == 1
+def decode_rows_only(embeds: torch.Tensor, meta: StepMetadata) -> bool:
+    """A step whose every row has one new token (and no padding)."""
+    return embeds.shape[0] == len(meta.query_lens) and all(n == 1 for n in meta.query_lens)
 
 
 def decode_row_forward_for(net: Qwen3ASRNetwork, cache: PagedKV, device: torch.device) -> DecodeRowForward | None:
@@ -42,32 +44,37 @@ def decode_row_forward_for(net: Qwen3ASRNetwork, cache: PagedKV, device: torch.d
 
 def decode_row_forward(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor,
                        meta: StepMetadata) -> torch.Tensor:
-    """``decoder_forward`` for one decode row. embeds: [1, hidden] -> final-normed hidden [1, hidden]."""
+    """``decoder_forward`` for decode rows only. embeds: [rows, hidden] -> final-normed hidden [rows, hidden]."""
     cfg, lm = net.config.decoder, net.language_model
     heads, kvh, hd, eps = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.rms_norm_eps
-    hidden, inter = embeds.shape[1], cfg.intermediate_size
-    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)       # [1, hd]
+    (rows, hidden), inter = embeds.shape, cfg.intermediate_size
+    cos, sin = rope_cos_sin(lm.inv_freq, meta.positions, embeds.dtype)       # [rows, hd]
     cos, sin = cos.contiguous(), signed_sin(sin).contiguous()
     block_size = cache.k[0].shape[1]
-    row = attention_plan(meta, block_size, embeds.device)[0]                # the row's blocks up to its context
-    table, ctx = row.table, row.ctx
+    plan = attention_plan(meta, block_size, embeds.device)                  # each row's blocks up to its context
+    batch = decode_row_batch(meta, plan) if rows > 1 else None
     slot = meta.slot_mapping.to(torch.int64).numpy()
-    new = lambda n: torch.empty(1, n, dtype=torch.bfloat16)  # noqa: E731
+    new = lambda n: torch.empty(rows, n, dtype=torch.bfloat16)  # noqa: E731
     h, residual, q, attn, act, out = new(hidden), new(hidden), new(heads * hd), new(heads * hd), new(inter), new(hidden)
     h_at, res_at, q_at, attn_at, act_at = h.data_ptr(), residual.data_ptr(), q.data_ptr(), attn.data_ptr(), act.data_ptr()
+    q_heads = q.view(rows, heads, hd)
     x = embeds.contiguous()          # each GEMV output is held in a name while a kernel reads its address
     for i, layer in enumerate(lm.layers):
         k_at, v_at = bits(cache.k[i]), bits(cache.v[i])
-        kernels.residual_norm(bits(x), res_at, bits(layer.input_layernorm.weight), h_at, res_at, 1, hidden, eps, i > 0)
-        qkv = layer.qkv(h).contiguous()                                    # [1, (heads + 2 kvh) hd]
+        kernels.residual_norm(bits(x), res_at, bits(layer.input_layernorm.weight), h_at, res_at, rows, hidden, eps,
+                              i > 0)
+        qkv = layer.qkv(h).contiguous()                                    # [rows, (heads + 2 kvh) hd]
         kernels.prologue(bits(qkv), bits(qk_norm_weight(layer.self_attn, heads, kvh)), bits(cos), bits(sin),
-                         k_at, v_at, slot, 1, q_at, heads, kvh, hd, eps)
-        kernels.attend(q_at, k_at, v_at, table, block_size, ctx, attn_at, heads, kvh, hd)
-        x = layer.o(attn).contiguous()                                     # [1, hidden]
+                         k_at, v_at, slot, rows, q_at, heads, kvh, hd, eps)
+        if batch is None:                                                  # one row: its one query
+            kernels.attend(q_at, k_at, v_at, plan[0].table, block_size, plan[0].ctx, attn_at, heads, kvh, hd)
+        else:                                                              # rows shared over torch's team
+            kernels.attend_rows(q_heads, cache.k[i], cache.v[i], batch, attn, heads, kvh)
+        x = layer.o(attn).contiguous()                                     # [rows, hidden]
         kernels.residual_norm(bits(x), res_at, bits(layer.post_attention_layernorm.weight), h_at, res_at,
-                              1, hidden, eps, True)
-        gate_up = layer.gate_up(h).contiguous()                            # [1, 2 inter]
-        kernels.silu_mul(bits(gate_up), act_at, 1, inter)                  # -> act: [1, inter]
+                              rows, hidden, eps, True)
+        gate_up = layer.gate_up(h).contiguous()                            # [rows, 2 inter]
+        kernels.silu_mul(bits(gate_up), act_at, rows, inter)               # -> act: [rows, inter]
         x = layer.down(act).contiguous()
-    kernels.residual_norm(bits(x), res_at, bits(lm.norm.weight), out.data_ptr(), res_at, 1, hidden, eps, True)
+    kernels.residual_norm(bits(x), res_at, bits(lm.norm.weight), out.data_ptr(), res_at, rows, hidden, eps, True)
     return out

@@ -148,15 +148,12 @@ def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: to
     tokens, heads, hd = q.shape
     block_size, kv_heads = cache_k.shape[1], cache_k.shape[2]
     plan = attention_plan(meta, block_size, q.device)
-    if meta.row_batch is None:
-        decode = [row for row in plan if row.n == 1]
-        meta.row_batch = row_kernels.row_batch([row.table for row in decode], [row.ctx for row in decode],
-                                               [row.start for row in decode])
+    batch = decode_row_batch(meta, plan)
     q = q.contiguous()
     covered = sum(row.n for row in plan)
     out = (torch.empty if covered == tokens else torch.zeros)(tokens, heads * hd, dtype=q.dtype)  # padding: zero
-    if len(meta.row_batch.ctxs):
-        row_kernels.attend_rows(q, cache_k, cache_v, meta.row_batch, out, heads, kv_heads)
+    if len(batch.ctxs):
+        row_kernels.attend_rows(q, cache_k, cache_v, batch, out, heads, kv_heads)
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
     for row in plan:
         if row.n > 1:
@@ -165,6 +162,15 @@ def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: to
                               attn_mask=row.mask, is_causal=row.causal, enable_gqa=True)
             out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
     return out
+
+
+def decode_row_batch(meta: StepMetadata, plan: list[_RowAttention]):
+    """The step's rows of one query (decode rows) for ``bf16_decode_row.attend_rows``, built once."""
+    if meta.row_batch is None:
+        decode = [row for row in plan if row.n == 1]
+        meta.row_batch = row_kernels.row_batch([row.table for row in decode], [row.ctx for row in decode],
+                                               [row.start for row in decode])
+    return meta.row_batch
 
 
 def compiled_ops_apply(net: Qwen3ASRNetwork, cache: PagedKV, embeds: torch.Tensor, attention) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.network.decode_row import decode_row_forward_for, one_decode_row
+from engine.network.decode_row import decode_row_forward_for, decode_rows_only
 from engine.network.decoder import StepMetadata, decoder_forward
 from engine.network.modules import Qwen3ASRNetwork
 from engine.serving.attention import attention_backend, attention_function
@@ -119,7 +119,8 @@ class ModelRunner:
         self.backend = attention or attention_backend(device, net.language_model.norm.weight.dtype)
         self.attention = attention_function(self.backend)
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
-        # One bfloat16 decode row on CPU (one clip at a time, a live stream): compiled kernels between the GEMVs.
+        # Steps of bfloat16 decode rows only on CPU (one clip at a time, a live stream, a queue's decode
+        # steps): compiled kernels between the GEMVs, no per-layer torch calls.
         self.decode_row = decode_row_forward_for(net, cache, device) if self.backend == "torch" else None
         self.graphs = None
         if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
@@ -172,7 +173,7 @@ class ModelRunner:
     @torch.no_grad()
     def hidden_states(self, inputs: StepInputs) -> torch.Tensor:
         embeds = self.embeddings(inputs)
-        if self.decode_row is not None and one_decode_row(embeds, inputs.meta):
+        if self.decode_row is not None and decode_rows_only(embeds, inputs.meta):
             return self.decode_row(embeds, inputs.meta)
         return decoder_forward(self.net, self.cache, embeds, inputs.meta, self.attention)
 
