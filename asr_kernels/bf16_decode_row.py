@@ -85,7 +85,7 @@ def compile_kernels() -> bool:
     return True
 
 
-# Address-level launchers (the one-row decoder calls these ~110 times a step). Addresses are of
+# Address-level launchers (the decode-row decoder calls these ~110 times a step). Addresses are of
 # contiguous bfloat16 buffers; the caller keeps each tensor alive while its address is in use.
 
 def residual_norm(x: int, res: int, weight: int, h: int, new_res: int, rows: int, n: int, eps: float,

@@ -34,7 +34,7 @@ def decode_rows_only(embeds: torch.Tensor, meta: StepMetadata) -> bool:
 
 
 def decode_row_forward_for(net: Qwen3ASRNetwork, cache: PagedKV, device: torch.device) -> DecodeRowForward | None:
-    """The one-row decoder for ``net`` and ``cache``, or None where it does not apply."""
+    """The decode-row decoder for ``net`` and ``cache``, or None where it does not apply."""
     probe = torch.empty(1, net.config.decoder.hidden_size, dtype=net.language_model.norm.weight.dtype,
                         device=device)
     if not hasattr(net, "head") or not compiled_ops_apply(net, cache, probe, paged_attention):

@@ -232,7 +232,7 @@ def _compiled_ops(cfg, cos, sin, meta: StepMetadata):
     """(norm, prologue, attention, act) for a CPU bfloat16 step with the compiled small ops.
 
     Every token takes them, each token alone (a prompt's many tokens shared out over torch's
-    threads), so a request gets the same bits alone (the one-row decoder, decode_row.py) or beside
+    threads), so a request gets the same bits alone (the decode-row decoder, decode_row.py) or beside
     other rows; only the attention of a prompt's rows stays on SDPA."""
     heads, kvh = cfg.heads, cfg.kv_heads
     slots = meta.slot_mapping.to(torch.int64).numpy()
