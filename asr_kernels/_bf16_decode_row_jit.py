@@ -17,17 +17,21 @@ from numba.extending import intrinsic
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
 inline = njit(inline="always", fastmath=_FASTMATH)
 _KERNEL = dict(nogil=True, fastmath=_FASTMATH, boundscheck=False, error_model="numpy")
-_KERNEL_C = dict(fastmath=_FASTMATH, boundscheck=False, error_model="numpy")     # C callbacks hold no GIL
 
 
-def kernel(function, **options):
-    """njit with numba's on-disk cache (compiling takes seconds, loading a fraction of one), or
-    without it where numba finds no place for one (a frozen app has no source files beside it)."""
+def kernel(function, c_signature=None, **options):
+    """njit (or, given ``c_signature``, a C callback: cfunc) with numba's on-disk cache (compiling
+    takes seconds, loading a fraction of one), or without it where numba finds no place for one (a
+    frozen app has no source files beside it)."""
     options = {**_KERNEL, **options}
+    compile_with = njit
+    if c_signature is not None:          # a C callback holds no GIL to release
+        options.pop("nogil")
+        compile_with = lambda **o: cfunc(c_signature, **o)  # noqa: E731
     try:
-        return njit(cache=True, **options)(function)
+        return compile_with(cache=True, **options)(function)
     except RuntimeError:
-        return njit(**options)(function)
+        return compile_with(**options)(function)
 
 
 @intrinsic
@@ -292,10 +296,7 @@ def attend_team(data):
                        out_at + starts[r] * size, heads, kvh, hd)
 
 
-try:
-    attend_team = cfunc(types.void(types.voidptr), cache=True, **_KERNEL_C)(attend_team)
-except RuntimeError:          # no cache where numba finds no place for one (a frozen app)
-    attend_team = cfunc(types.void(types.voidptr), **_KERNEL_C)(attend_team)
+attend_team = kernel(attend_team, c_signature=types.void(types.voidptr))
 
 
 @kernel

@@ -131,13 +131,14 @@ class RowBatch:
 
 def row_batch(tables: list[np.ndarray], ctxs: list[int], starts: list[int], threads: int | None = None) -> RowBatch:
     """The rows with their blocks, contexts and query tokens, dealt into shares of about equal context
-    (longest first, each to the lightest share) over at most ``threads`` (torch's thread count)."""
+    (longest first, each to the lightest share) over at most ``threads`` (torch's thread count);
+    one share where no OpenMP team takes them."""
     rows = len(ctxs)
     padded = np.zeros((rows, max((len(t) for t in tables), default=1)), np.int64)
     for r, table in enumerate(tables):
         padded[r, :len(table)] = table
     threads = torch.get_num_threads() if threads is None else threads
-    n = max(1, min(threads, rows, sum(ctxs) // MIN_SHARE_POSITIONS))
+    n = max(1, min(threads, rows, sum(ctxs) // MIN_SHARE_POSITIONS)) if team_available() else 1
     shares, loads = [[] for _ in range(n)], [0] * n
     for r in sorted(range(rows), key=lambda r: -ctxs[r]):
         lightest = loads.index(min(loads))
@@ -164,9 +165,9 @@ def attend_rows(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, b
     """``attend`` for every row of ``batch``, its shares at once on torch's OpenMP team.
     q: [tokens, heads, hd]; caches: [blocks, block_size, kv_heads, hd]; out: [tokens, heads * hd]."""
     block_size, head_dim = k_cache.shape[1], k_cache.shape[-1]
-    if len(batch.shares) == 1 or not team_available():     # whole rows, one after another
-        _kernels[4](bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts,
-                    np.arange(len(batch.ctxs), dtype=np.int64), block_size, bits(out), heads, kv_heads, head_dim)
+    if len(batch.shares) == 1:                             # on the calling thread, row by row
+        _kernels[4](bits(q), bits(k_cache), bits(v_cache), batch.tables, batch.ctxs, batch.starts, batch.shares[0],
+                    block_size, bits(out), heads, kv_heads, head_dim)
         return
     batch.team_data[_LAYER_SLOTS] = (bits(q), bits(k_cache), bits(v_cache), block_size, bits(out), heads, kv_heads,
                                      head_dim)      # this layer's fields; the step's were filled by row_batch
