@@ -15,7 +15,8 @@ what the norms, rotary, attention, the cache writes and Python cost.
 
 A decode step reads every decoder weight and the LM head once; its bytes over its time is the
 rate printed against the machine's GEMV bandwidth (``gemv_bandwidth``: the best of a few big
-matrix-vector products, bfloat16 and float32, plain and oneDNN-packed, with the CPU's cores).
+matrix-vector products, bfloat16 and float32, plain and oneDNN-packed, and the packed bytes through
+our one-row kernel ``bf16_gemv``, with the CPU's cores).
 """
 from __future__ import annotations
 
@@ -51,15 +52,24 @@ def gemv_bandwidth(seconds: float = 1.5) -> dict[str, float]:
                 continue
         else:
             fn = lambda: torch.nn.functional.linear(x, w)   # noqa: E731
-        fn()
-        best, t_end = float("inf"), time.perf_counter() + seconds
-        while time.perf_counter() < t_end:
-            t = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t)
-        out[name] = w.numel() * w.element_size() / best / 1e9
+        out[name] = w.numel() * w.element_size() / _best_time(fn, seconds) / 1e9
+        if packed:                                      # the same packed bytes through our one-row kernel
+            from asr_kernels.bf16_gemv import row_gemv_for
+            gemv = row_gemv_for(torch.ops.mkldnn._reorder_linear_weight(w, 16), w)
+            if gemv is not None:
+                out["bf16 packed, bf16_gemv"] = w.numel() * 2 / _best_time(lambda: gemv(x), seconds) / 1e9
         del w
     return out
+
+
+def _best_time(fn, seconds: float) -> float:
+    fn()
+    best, t_end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 def decode_bytes(net) -> int:

@@ -1,0 +1,142 @@
+"""One row times a oneDNN-packed bfloat16 weight, read straight from oneDNN's layout on torch's team.
+
+A CPU decode step of one request (one clip at a time, a live stream alone) is ~113 one-row
+projections. oneDNN's packed kernel streams them at ~22 GB/s where a plain read of memory reaches
+~32 here, and costs ~56 us a call on top. This kernel reads the same packed bytes (no second copy
+of any weight) as one stream per block of 32 outputs, its shares on torch's OpenMP team
+(``team_run``: the threads that are already awake between torch ops).
+
+The layout, [n / 32][k / 2][32][2] (32 outputs side by side, k in pairs), is what
+``_reorder_linear_weight`` gives for the engine's shapes on the CPUs measured, but it is oneDNN's
+private choice: ``row_gemv_for`` checks it on each weight at load against the plain weight and
+returns None where it differs (another CPU kind, another oneDNN), and the caller keeps oneDNN.
+
+Bits: each output sums its products in k order in float32 and rounds once to bfloat16;
+``gemv_reference`` is the torch twin, equal bit for bit (tests/test_bf16_gemv.py). oneDNN sums in
+an order of its own, so about one output in 10^4 rounds to the neighbouring bfloat16.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+import numpy as np
+import torch
+
+from asr_kernels.team_run import run_compiled, team_available, team_queries
+
+__all__ = ["SWITCH", "enabled", "RowGemv", "row_gemv_for", "packed_matches", "pack_reference", "gemv_reference"]
+
+# "0" keeps one-row projections on oneDNN (benchmarks compare the two in one run).
+SWITCH = "QWEN3_ASR_ROW_GEMV"
+BLOCK = 32
+_jit = None
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled() -> bool:
+    """Compile (or load from numba's cache) the kernel; False where numba is missing or fails."""
+    global _jit
+    try:
+        from asr_kernels import _bf16_gemv_jit as jit
+
+        w = torch.ones(BLOCK, 2, dtype=torch.bfloat16)          # one block, one pair: compiles it
+        RowGemv._run(jit, torch.ones(1, 2, dtype=torch.bfloat16), w.data_ptr(), BLOCK, 2, 1)
+        _jit = jit
+    except Exception:       # no numba, an unsupported platform: oneDNN
+        return False
+    return True
+
+
+def enabled() -> bool:
+    """Whether one-row projections may take this kernel: the switch is on and it compiled here."""
+    switch = os.environ.get(SWITCH, "1")
+    if switch not in ("0", "1"):
+        raise ValueError(f"{SWITCH} must be 0 or 1, got {switch!r}")
+    return switch == "1" and _compiled()
+
+
+def _packed_bits(packed: torch.Tensor) -> np.ndarray:
+    """The bytes of a packed (opaque) oneDNN tensor as uint16, without a copy."""
+    count = torch.ops.mkldnn._nbytes(packed) // 2
+    return np.ctypeslib.as_array((ctypes.c_uint16 * count).from_address(torch.ops.mkldnn.data_ptr(packed)))
+
+
+def packed_matches(packed: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether ``packed`` holds the bfloat16 ``weight`` [n, k] as [n / 32][k / 2][32][2], with no padding.
+    The first, a middle and the last block are compared whole: the layout is one rule for every block."""
+    n, k = weight.shape
+    if weight.dtype != torch.bfloat16 or n % BLOCK or k % 2 or not n:
+        return False
+    try:
+        raw = _packed_bits(packed)
+    except Exception:       # not an opaque oneDNN tensor, or no data_ptr/_nbytes ops in this torch
+        return False
+    if raw.size != n * k:
+        return False
+    plain = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
+    blocks = n // BLOCK
+    for b in sorted({0, blocks // 2, blocks - 1}):
+        want = plain[b * BLOCK:(b + 1) * BLOCK].reshape(BLOCK, k // 2, 2).transpose(1, 0, 2).reshape(-1)
+        if not np.array_equal(raw[b * BLOCK * k:(b + 1) * BLOCK * k], want):
+            return False
+    return True
+
+
+class RowGemv:
+    """``x @ W.T`` for one bfloat16 row x [1, k] -> [1, n], W's bfloat16 bits at ``address`` in the
+    [n / 32][k / 2][32][2] layout. ``owner`` (the packed tensor) is held, so the bits live as long."""
+
+    def __init__(self, address: int, n: int, k: int, owner: object):
+        if n % BLOCK or k % 2 or n <= 0:
+            raise ValueError(f"the packed layout needs n a multiple of {BLOCK} and k even, got n={n}, k={k}")
+        self.n, self.k, self.owner, self._address = n, k, owner, address
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
+            raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
+        threads = torch.get_num_threads() if team_available() else 1
+        return self._run(_jit, x, self._address, self.n, self.k, max(1, min(threads, self.n // BLOCK)))
+
+    def with_shares(self, x: torch.Tensor, shares: int) -> torch.Tensor:
+        """``self(x)`` dealt into ``shares`` shares (tests: the bits must not depend on them)."""
+        if shares > 1 and not team_available():
+            raise ValueError("shares run on an OpenMP team, and none is loaded here")
+        return self._run(_jit, x.contiguous(), self._address, self.n, self.k, shares)
+
+    @staticmethod
+    def _run(jit, x: torch.Tensor, address: int, n: int, k: int, shares: int) -> torch.Tensor:
+        out = torch.empty(1, n, dtype=torch.bfloat16)
+        queries = team_queries() if shares > 1 else None
+        data = np.array([*(queries or (0, 0)), x.data_ptr(), address, out.data_ptr(), n, k, shares], np.int64)
+        if queries:
+            run_compiled(jit.gemv_team.address, data.ctypes.data, shares)
+        else:                       # on the calling thread (the body sees thread_num 0: no team)
+            jit.gemv_team.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+        return out
+
+
+def row_gemv_for(packed: torch.Tensor, weight: torch.Tensor) -> RowGemv | None:
+    """The kernel for ``packed`` (``weight`` [n, k] packed by oneDNN), or None where it does not apply:
+    switched off, no numba, or a layout other than the one it reads."""
+    if weight.device.type != "cpu" or not enabled() or not packed_matches(packed, weight):
+        return None
+    return RowGemv(torch.ops.mkldnn.data_ptr(packed), *weight.shape, owner=packed)
+
+
+def gemv_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The kernel's math in torch: x [k] bfloat16, weight [n, k] bfloat16 -> [n] bfloat16, each
+    output summed in k order in float32 (products of bfloat16 values are exact there), rounded once."""
+    xf, wf = x.float(), weight.float()
+    acc = torch.zeros(weight.shape[0], dtype=torch.float32)
+    for i in range(x.shape[0]):
+        acc = acc + xf[i] * wf[:, i]
+    return acc.to(torch.bfloat16)
+
+
+def pack_reference(weight: torch.Tensor) -> torch.Tensor:
+    """weight [n, k] bfloat16 in the layout the kernel reads, as a plain tensor (tests; oneDNN's
+    own packing is what the engine reads)."""
+    n, k = weight.shape
+    return weight.reshape(n // BLOCK, BLOCK, k // 2, 2).permute(0, 2, 1, 3).contiguous()

@@ -1,0 +1,103 @@
+"""The one-row GEMV over oneDNN's packed bfloat16 layout (asr_kernels/bf16_gemv.py): bit for bit its
+torch twin over Qwen3's shapes and odd ones, whatever the shares; NaN stays NaN; within a bfloat16
+rounding of the exact product; and the engine's packed linear method takes it for one row only where
+oneDNN's packing on this machine is the layout it reads."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asr_kernels import bf16_gemv, team_run
+from engine.network import platform
+from engine.network.linear_methods import PackedBf16Linear, packed_linear
+
+pytestmark = pytest.mark.skipif(not bf16_gemv.enabled(), reason="numba is not installed")
+PACKS = platform.current().onednn_bf16_packing
+
+
+def weight(n: int, k: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, k, generator=gen) / k ** 0.5).to(torch.bfloat16)
+
+
+def row(k: int, seed: int = 1) -> torch.Tensor:
+    return torch.randn(1, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+
+
+def kernel_over(w: torch.Tensor) -> bf16_gemv.RowGemv:
+    packed = bf16_gemv.pack_reference(w)
+    return bf16_gemv.RowGemv(packed.data_ptr(), *w.shape, owner=packed)
+
+
+@pytest.mark.parametrize("n, k", [(32, 2), (96, 64), (1024, 2048), (4096, 1024), (1024, 3072), (6144, 1024),
+                                  (160, 1026)])
+def test_equals_its_torch_twin(n, k):
+    w, x = weight(n, k), row(k)
+    assert torch.equal(kernel_over(w)(x)[0], bf16_gemv.gemv_reference(x[0], w))
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7, 64])
+def test_bits_do_not_depend_on_the_shares(blocks):
+    w, x = weight(32 * blocks, 256), row(256)
+    gemv = kernel_over(w)
+    alone = gemv.with_shares(x, 1)
+    for shares in ([2, 3, blocks] if team_run.team_available() else []):
+        assert torch.equal(gemv.with_shares(x, shares), alone)
+    assert torch.equal(gemv(x), alone)
+
+
+def test_within_a_rounding_of_the_exact_product():
+    w, x = weight(2048, 1024), row(1024)
+    exact = (x.double() @ w.double().T)[0]
+    got = kernel_over(w)(x)[0].double()
+    step = 2.0 ** (torch.floor(torch.log2(exact.abs().clamp_min(1e-30))) - 7)    # one bfloat16 step
+    assert ((got - exact).abs() <= step).all()
+
+
+def test_nan_and_infinity_carry_through():
+    w, x = weight(64, 32), row(32)
+    x[0, 5] = float("nan")
+    assert kernel_over(w)(x).isnan().all()
+    x[0, 5], w[3, 7] = 0.0, float("inf")
+    x[0, 7] = 1.0
+    y = kernel_over(w)(x)[0]
+    assert y[3] == float("inf") and y.isfinite().sum() == 63
+
+
+def test_rejects_what_it_cannot_read():
+    with pytest.raises(ValueError, match="multiple of 32"):
+        bf16_gemv.RowGemv(0, 48, 64, owner=None)
+    with pytest.raises(ValueError, match=r"\[1, 64\] row"):
+        kernel_over(weight(32, 64))(row(64).float())
+    assert not bf16_gemv.packed_matches(torch.ops.mkldnn._reorder_linear_weight(weight(48, 64), 16), weight(48, 64))
+
+
+@pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN packing: nothing to read")
+def test_reads_onednn_packing_only_where_it_is_the_layout():
+    w = weight(1024, 2048)
+    packed = torch.ops.mkldnn._reorder_linear_weight(w, 16)
+    other = w.clone()
+    other[-1, -1] += 1                        # the last block differs from what was packed
+    assert not bf16_gemv.packed_matches(packed, other)
+    gemv = bf16_gemv.row_gemv_for(packed, w)
+    if gemv is None:                          # another layout on this CPU kind: oneDNN stays
+        return
+    x = row(2048)
+    assert torch.equal(gemv(x)[0], bf16_gemv.gemv_reference(x[0], w))
+    assert (gemv(x) != packed_linear(x, packed)).float().mean() < 1e-2    # oneDNN: another sum order
+
+
+@pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN packing")
+def test_packed_linear_takes_it_for_one_row_only(monkeypatch):
+    w = weight(192, 64)
+    method = PackedBf16Linear(w.clone())
+    x = row(64)
+    if method.row is not None:
+        assert torch.equal(method(x)[0], bf16_gemv.gemv_reference(x[0], w))
+    xs = torch.cat([x, row(64, seed=2)])
+    assert torch.equal(method(xs), packed_linear(xs, method.packed))      # two rows: oneDNN
+    monkeypatch.setenv(bf16_gemv.SWITCH, "0")
+    assert PackedBf16Linear(w.clone()).row is None
+    monkeypatch.setenv(bf16_gemv.SWITCH, "yes")
+    with pytest.raises(ValueError, match=bf16_gemv.SWITCH):
+        PackedBf16Linear(w.clone())
