@@ -1,25 +1,102 @@
-"""The numba body of ``bf16_gemv`` (imported only through it: numba is optional)."""
+"""The numba body of ``bf16_gemv`` (imported only through it: numba is optional).
+
+The inner loop over one block is written in LLVM IR (``block_dot``): numba keeps an array
+accumulator in memory, a chain of store-load-add per pair; here the block's 32 sums stay in
+four 8-float registers, and the stream is prefetched ahead (without it the loop reads at the
+rate oneDNN does, with it ~15% faster; figures in tests/bench/RESULTS.md).
+"""
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import carray, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr
 
-# The int64 fields of gemv_team's data, in order (bf16_gemv.row_gemv fills them).
+# The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares")
 _N_FIELDS = len(FIELDS)
 BLOCK = 32                      # outputs per block of oneDNN's packed layout (checked at load)
+PREFETCH_BYTES = 2048           # how far ahead of the pair being read its stream is prefetched
 _HIGH, _S16 = np.uint32(0xFFFF0000), np.uint32(16)
+
+_F32, _I32, _I64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+_V8F, _V8I = ir.VectorType(_F32, 8), ir.VectorType(_I32, 8)
+
+
+def _const(t, v):
+    return ir.Constant(t, v)
+
+
+@intrinsic
+def block_dot(typingctx, w_at, x_even_at, x_odd_at, pairs, out_at):
+    """out[0:32] (float32) = for each output j, the sum over pairs i, in i order, of
+    x_even[i] * w[i, j].even + x_odd[i] * w[i, j].odd, where w [pairs, 32] holds uint32 words of
+    two bfloat16 (even k in the low half). Each add rounds once: no contraction, no reassociation."""
+    def codegen(context, builder, signature, args):
+        w_at, x_even_at, x_odd_at, pairs, out_at = args
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32, _I32, _I32]),
+            "llvm.prefetch.p0i8")
+        words = builder.inttoptr(w_at, _V8I.as_pointer())                 # [pairs * 4] x 8 words
+        raw = builder.inttoptr(w_at, ir.IntType(8).as_pointer())
+        x_even = builder.inttoptr(x_even_at, _F32.as_pointer())
+        x_odd = builder.inttoptr(x_odd_at, _F32.as_pointer())
+        out = builder.inttoptr(out_at, _V8F.as_pointer())
+        zero, undef = _const(_V8F, [0.0] * 8), _const(_V8F, ir.Undefined)
+        splat = _const(ir.VectorType(_I32, 8), [0] * 8)
+        shift, high = _const(_V8I, [16] * 8), _const(_V8I, [-65536] * 8)
+
+        entry = builder.block
+        loop = builder.function.append_basic_block("block_dot.loop")
+        done = builder.function.append_basic_block("block_dot.done")
+        builder.cbranch(builder.icmp_signed(">", pairs, _const(_I64, 0)), loop, done)
+
+        builder.position_at_end(loop)
+        i = builder.phi(_I64)
+        accs = [builder.phi(_V8F) for _ in range(4)]          # 32 sums: four registers of 8
+        i.add_incoming(_const(_I64, 0), entry)
+        for acc in accs:
+            acc.add_incoming(zero, entry)
+        a = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_even, [i])),
+                                                          _const(_I32, 0)), undef, splat)
+        c = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_odd, [i])),
+                                                          _const(_I32, 0)), undef, splat)
+        ahead = builder.add(builder.mul(i, _const(_I64, BLOCK * 4)), _const(_I64, PREFETCH_BYTES))
+        for line in (0, 64):                                   # this pair's 128 bytes are two lines
+            builder.call(prefetch, [builder.gep(raw, [builder.add(ahead, _const(_I64, line))]),
+                                    _const(_I32, 0), _const(_I32, 3), _const(_I32, 1)])
+        sums = []
+        for g, acc in enumerate(accs):
+            v = builder.load(builder.gep(words, [builder.add(builder.mul(i, _const(_I64, 4)), _const(_I64, g))]),
+                             align=4)
+            even = builder.bitcast(builder.shl(v, shift), _V8F)
+            odd = builder.bitcast(builder.and_(v, high), _V8F)
+            sums.append(builder.fadd(builder.fadd(acc, builder.fmul(a, even)), builder.fmul(c, odd)))
+        following = builder.add(i, _const(_I64, 1))
+        i.add_incoming(following, loop)
+        for acc, s in zip(accs, sums):
+            acc.add_incoming(s, loop)
+        builder.cbranch(builder.icmp_signed("<", following, pairs), loop, done)
+
+        builder.position_at_end(done)
+        results = [builder.phi(_V8F) for _ in sums]           # phis first, then the stores
+        for g, (result, s) in enumerate(zip(results, sums)):
+            result.add_incoming(zero, entry)
+            result.add_incoming(s, loop)
+            builder.store(result, builder.gep(out, [_const(_I64, g)]), align=4)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen
 
 
 def gemv_team(data):
     """out = x @ W.T for one row x [k] over W packed as [n / 32][k / 2][32][2] (oneDNN's blocked
     bfloat16 layout: 32 outputs side by side, k in pairs), as a team's body (team_run.run_compiled;
     thread_num 0 means no team: one share on the calling thread). Each share takes whole blocks;
-    each output sums its pairs in k order in float32 (even k, then odd), then rounds to nearest even.
-    A product of two bfloat16 values is exact in float32, so fusing it into the add changes nothing;
-    the sum is not reassociated (``fastmath`` is only ``contract``), so ``gemv_reference`` is its twin."""
+    each output sums its pairs in k order in float32 (even k, then odd), then rounds to nearest
+    even: ``bf16_gemv.gemv_reference`` is its twin."""
     thread_num, team_size, x_at, w_at, out_at, n, k, shares = carray(data, (_N_FIELDS,), np.int64)
     half = k // 2
     x_pairs = carray(ptr(x_at), (half,), np.uint32)
@@ -35,14 +112,7 @@ def gemv_team(data):
     first, stride = (call_int(thread_num), call_int(team_size)) if thread_num != 0 else (0, 1)
     for share in range(first, shares, stride):
         for b in range(share * per_share, min(blocks, share * per_share + per_share)):
-            w = carray(ptr(w_at + b * BLOCK * k * 2), (half, BLOCK), np.uint32)   # [pairs, 32 outputs]
-            for j in range(BLOCK):
-                acc[j] = np.float32(0.0)
-            for i in range(half):
-                a, c, pair = x_even[i], x_odd[i], w[i]
-                for j in range(BLOCK):
-                    v = pair[j]
-                    acc[j] = acc[j] + a * as_float(v << _S16) + c * as_float(v & _HIGH)
+            block_dot(w_at + b * BLOCK * k * 2, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
             for j in range(BLOCK):       # to bfloat16, nearest even; NaN stays NaN
                 v = acc_bits[j]
                 if (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):

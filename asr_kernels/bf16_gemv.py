@@ -24,27 +24,29 @@ import os
 import numpy as np
 import torch
 
-from asr_kernels.team_run import run_compiled, team_available, team_queries
+from asr_kernels.team_run import run_compiled, team_queries
 
 __all__ = ["SWITCH", "enabled", "RowGemv", "row_gemv_for", "packed_matches", "pack_reference", "gemv_reference"]
 
 # "0" keeps one-row projections on oneDNN (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_ROW_GEMV"
 BLOCK = 32
-_jit = None
+_body = None        # the compiled team body (a numba cfunc)
+_queries = None     # team_run.team_queries(): None where no OpenMP team is loaded
 
 
 @functools.lru_cache(maxsize=1)
 def _compiled() -> bool:
     """Compile (or load from numba's cache) the kernel; False where numba is missing or fails."""
-    global _jit
+    global _body, _queries
     try:
         from asr_kernels import _bf16_gemv_jit as jit
 
+        _body, _queries = jit.gemv_team, team_queries()
         w = torch.ones(BLOCK, 2, dtype=torch.bfloat16)          # one block, one pair: compiles it
-        RowGemv._run(jit, torch.ones(1, 2, dtype=torch.bfloat16), w.data_ptr(), BLOCK, 2, 1)
-        _jit = jit
+        RowGemv(w.data_ptr(), BLOCK, 2, owner=w)(torch.ones(1, 2, dtype=torch.bfloat16))
     except Exception:       # no numba, an unsupported platform: oneDNN
+        _body = None
         return False
     return True
 
@@ -96,24 +98,23 @@ class RowGemv:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
             raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
-        threads = torch.get_num_threads() if team_available() else 1
-        return self._run(_jit, x, self._address, self.n, self.k, max(1, min(threads, self.n // BLOCK)))
+        return self._run(x, min(torch.get_num_threads(), self.n // BLOCK) if _queries else 1)
 
     def with_shares(self, x: torch.Tensor, shares: int) -> torch.Tensor:
         """``self(x)`` dealt into ``shares`` shares (tests: the bits must not depend on them)."""
-        if shares > 1 and not team_available():
+        if shares > 1 and not _queries:
             raise ValueError("shares run on an OpenMP team, and none is loaded here")
-        return self._run(_jit, x.contiguous(), self._address, self.n, self.k, shares)
+        return self._run(x.contiguous(), shares)
 
-    @staticmethod
-    def _run(jit, x: torch.Tensor, address: int, n: int, k: int, shares: int) -> torch.Tensor:
-        out = torch.empty(1, n, dtype=torch.bfloat16)
-        queries = team_queries() if shares > 1 else None
-        data = np.array([*(queries or (0, 0)), x.data_ptr(), address, out.data_ptr(), n, k, shares], np.int64)
-        if queries:
-            run_compiled(jit.gemv_team.address, data.ctypes.data, shares)
+    def _run(self, x: torch.Tensor, shares: int) -> torch.Tensor:
+        # ~113 calls a decode step: nothing here but the output and the body's eight fields
+        out = torch.empty(1, self.n, dtype=torch.bfloat16)
+        if shares > 1:
+            data = np.array((*_queries, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, shares), np.int64)
+            run_compiled(_body.address, data.ctypes.data, shares)
         else:                       # on the calling thread (the body sees thread_num 0: no team)
-            jit.gemv_team.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+            data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1), np.int64)
+            _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
 
