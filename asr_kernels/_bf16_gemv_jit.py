@@ -2,8 +2,8 @@
 
 The inner loop over one block is written in LLVM IR (``block_dot``): numba keeps an array
 accumulator in memory, a chain of store-load-add per pair; here the block's 32 sums stay in
-four 8-float registers, and the stream is prefetched ahead (without it the loop reads at the
-rate oneDNN does, with it ~15% faster; figures in tests/bench/RESULTS.md).
+four 8-float registers, and the stream is prefetched ahead (the distance was chosen by measurement:
+tests/bench/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr, round_into
 
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares")
@@ -106,19 +106,13 @@ def gemv_team(data):
         x_odd[i] = as_float(x_pairs[i] & _HIGH)
     out = carray(ptr(out_at), (n,), np.uint16)
     acc = np.empty(BLOCK, np.float32)
-    acc_bits = acc.view(np.uint32)
     blocks = n // BLOCK
     per_share = (blocks + shares - 1) // shares
     first, stride = (call_int(thread_num), call_int(team_size)) if thread_num != 0 else (0, 1)
     for share in range(first, shares, stride):
         for b in range(share * per_share, min(blocks, share * per_share + per_share)):
             block_dot(w_at + b * BLOCK * k * 2, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
-            for j in range(BLOCK):       # to bfloat16, nearest even; NaN stays NaN
-                v = acc_bits[j]
-                if (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-                    out[b * BLOCK + j] = np.uint16((v >> _S16) | np.uint32(0x40))
-                else:
-                    out[b * BLOCK + j] = np.uint16((v + np.uint32(0x7FFF) + ((v >> _S16) & np.uint32(1))) >> _S16)
+            round_into(acc, out[b * BLOCK:(b + 1) * BLOCK])     # to bfloat16, nearest even
 
 
 gemv_team = kernel(gemv_team, c_signature=types.void(types.voidptr), fastmath={"contract"})

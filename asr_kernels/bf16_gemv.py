@@ -1,10 +1,10 @@
 """One row times a oneDNN-packed bfloat16 weight, read straight from oneDNN's layout on torch's team.
 
 A CPU decode step of one request (one clip at a time, a live stream alone) is ~113 one-row
-projections. oneDNN's packed kernel streams them at ~22 GB/s where a plain read of memory reaches
-~32 here, and costs ~56 us a call on top. This kernel reads the same packed bytes (no second copy
-of any weight) as one stream per block of 32 outputs, its shares on torch's OpenMP team
-(``team_run``: the threads that are already awake between torch ops).
+projections, and oneDNN's packed kernel streams them well below the machine's memory rate, with a
+fixed cost per call on top (tests/bench/RESULTS.md). This kernel reads the same packed bytes (no
+second copy of any weight) as one prefetched stream per block of 32 outputs, its shares on torch's
+OpenMP team (``team_run``: the threads that are already awake between torch ops).
 
 The layout, [n / 32][k / 2][32][2] (32 outputs side by side, k in pairs), is what
 ``_reorder_linear_weight`` gives for the engine's shapes on the CPUs measured, but it is oneDNN's

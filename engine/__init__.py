@@ -12,7 +12,7 @@ from importlib import import_module
 
 # Big CPU buffers (weights, KV cache) on 2 MB pages where the kernel gives them on request (THP
 # "madvise", the default of many distributions): a decode step streams ~1.2 GB of weights, and
-# the hardware prefetchers stop at every 4 KB page boundary (one clip 2.53 -> 2.26 s; RESULTS.md).
+# the hardware prefetchers stop at every 4 KB page boundary (figures: tests/bench/RESULTS.md).
 # torch reads this once, at its first allocation: here is before any. "0" keeps 4 KB pages.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
