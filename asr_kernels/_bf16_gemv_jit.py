@@ -1,9 +1,9 @@
 """The numba body of ``bf16_gemv`` (imported only through it: numba is optional).
 
-The inner loop over one block is written in LLVM IR (``block_dot``): numba keeps an array
-accumulator in memory, a chain of store-load-add per pair; here the block's 32 sums stay in
-four 8-float registers, and the stream is prefetched ahead (the distance was chosen by measurement:
-tests/bench/RESULTS.md).
+The inner loop over one block is written in LLVM IR (``block_dot32``, ``block_dot64``): numba keeps
+an array accumulator in memory, a chain of store-load-add per pair; here the block's sums stay in
+8-float registers (four or eight), and the stream is prefetched ahead (the distance was chosen by
+measurement: tests/bench/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from numba.extending import intrinsic
 from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr, round_into
 
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
-FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares")
+FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block")
 _N_FIELDS = len(FIELDS)
-BLOCK = 32                      # outputs per block of oneDNN's packed layout (checked at load)
+# Outputs per block of oneDNN's packed layout: 32 where it packs for AMX, 64 for AVX512-BF16 alone
+# (checked per weight at load).
+BLOCKS = (32, 64)
 PREFETCH_BYTES = 2048           # how far ahead of the pair being read its stream is prefetched
 _HIGH, _S16 = np.uint32(0xFFFF0000), np.uint32(16)
 
@@ -30,74 +32,83 @@ def _const(t, v):
     return ir.Constant(t, v)
 
 
-@intrinsic
-def block_dot(typingctx, w_at, x_even_at, x_odd_at, pairs, out_at):
-    """out[0:32] (float32) = for each output j, the sum over pairs i, in i order, of
-    x_even[i] * w[i, j].even + x_odd[i] * w[i, j].odd, where w [pairs, 32] holds uint32 words of
-    two bfloat16 (even k in the low half). Each add rounds once: no contraction, no reassociation."""
-    def codegen(context, builder, signature, args):
-        w_at, x_even_at, x_odd_at, pairs, out_at = args
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32, _I32, _I32]),
-            "llvm.prefetch.p0i8")
-        words = builder.inttoptr(w_at, _V8I.as_pointer())                 # [pairs * 4] x 8 words
-        raw = builder.inttoptr(w_at, ir.IntType(8).as_pointer())
-        x_even = builder.inttoptr(x_even_at, _F32.as_pointer())
-        x_odd = builder.inttoptr(x_odd_at, _F32.as_pointer())
-        out = builder.inttoptr(out_at, _V8F.as_pointer())
-        zero, undef = _const(_V8F, [0.0] * 8), _const(_V8F, ir.Undefined)
-        splat = _const(ir.VectorType(_I32, 8), [0] * 8)
-        shift, high = _const(_V8I, [16] * 8), _const(_V8I, [-65536] * 8)
+def _block_dot(block: int):
+    """The LLVM IR loop over one block of ``block`` outputs (an intrinsic: ``block`` is fixed in it)."""
+    groups = block // 8                                        # 8-float registers of sums
+    lines = block * 4 // 64                                    # cache lines of one pair's words
 
-        entry = builder.block
-        loop = builder.function.append_basic_block("block_dot.loop")
-        done = builder.function.append_basic_block("block_dot.done")
-        builder.cbranch(builder.icmp_signed(">", pairs, _const(_I64, 0)), loop, done)
+    @intrinsic
+    def block_dot(typingctx, w_at, x_even_at, x_odd_at, pairs, out_at):
+        """out[0:block] (float32) = for each output j, the sum over pairs i, in i order, of
+        x_even[i] * w[i, j].even + x_odd[i] * w[i, j].odd, where w [pairs, block] holds uint32 words of
+        two bfloat16 (even k in the low half). Each add rounds once: no contraction, no reassociation."""
+        def codegen(context, builder, signature, args):
+            w_at, x_even_at, x_odd_at, pairs, out_at = args
+            prefetch = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32, _I32, _I32]),
+                "llvm.prefetch.p0i8")
+            words = builder.inttoptr(w_at, _V8I.as_pointer())                 # [pairs * groups] x 8 words
+            raw = builder.inttoptr(w_at, ir.IntType(8).as_pointer())
+            x_even = builder.inttoptr(x_even_at, _F32.as_pointer())
+            x_odd = builder.inttoptr(x_odd_at, _F32.as_pointer())
+            out = builder.inttoptr(out_at, _V8F.as_pointer())
+            zero, undef = _const(_V8F, [0.0] * 8), _const(_V8F, ir.Undefined)
+            splat = _const(ir.VectorType(_I32, 8), [0] * 8)
+            shift, high = _const(_V8I, [16] * 8), _const(_V8I, [-65536] * 8)
 
-        builder.position_at_end(loop)
-        i = builder.phi(_I64)
-        accs = [builder.phi(_V8F) for _ in range(4)]          # 32 sums: four registers of 8
-        i.add_incoming(_const(_I64, 0), entry)
-        for acc in accs:
-            acc.add_incoming(zero, entry)
-        a = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_even, [i])),
-                                                          _const(_I32, 0)), undef, splat)
-        c = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_odd, [i])),
-                                                          _const(_I32, 0)), undef, splat)
-        ahead = builder.add(builder.mul(i, _const(_I64, BLOCK * 4)), _const(_I64, PREFETCH_BYTES))
-        for line in (0, 64):                                   # this pair's 128 bytes are two lines
-            builder.call(prefetch, [builder.gep(raw, [builder.add(ahead, _const(_I64, line))]),
-                                    _const(_I32, 0), _const(_I32, 3), _const(_I32, 1)])
-        sums = []
-        for g, acc in enumerate(accs):
-            v = builder.load(builder.gep(words, [builder.add(builder.mul(i, _const(_I64, 4)), _const(_I64, g))]),
-                             align=4)
-            even = builder.bitcast(builder.shl(v, shift), _V8F)
-            odd = builder.bitcast(builder.and_(v, high), _V8F)
-            sums.append(builder.fadd(builder.fadd(acc, builder.fmul(a, even)), builder.fmul(c, odd)))
-        following = builder.add(i, _const(_I64, 1))
-        i.add_incoming(following, loop)
-        for acc, s in zip(accs, sums):
-            acc.add_incoming(s, loop)
-        builder.cbranch(builder.icmp_signed("<", following, pairs), loop, done)
+            entry = builder.block
+            loop = builder.function.append_basic_block("block_dot.loop")
+            done = builder.function.append_basic_block("block_dot.done")
+            builder.cbranch(builder.icmp_signed(">", pairs, _const(_I64, 0)), loop, done)
 
-        builder.position_at_end(done)
-        results = [builder.phi(_V8F) for _ in sums]           # phis first, then the stores
-        for g, (result, s) in enumerate(zip(results, sums)):
-            result.add_incoming(zero, entry)
-            result.add_incoming(s, loop)
-            builder.store(result, builder.gep(out, [_const(_I64, g)]), align=4)
-        return context.get_dummy_value()
-    return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen
+            builder.position_at_end(loop)
+            i = builder.phi(_I64)
+            accs = [builder.phi(_V8F) for _ in range(groups)]
+            i.add_incoming(_const(_I64, 0), entry)
+            for acc in accs:
+                acc.add_incoming(zero, entry)
+            a = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_even, [i])),
+                                                              _const(_I32, 0)), undef, splat)
+            c = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_odd, [i])),
+                                                              _const(_I32, 0)), undef, splat)
+            ahead = builder.add(builder.mul(i, _const(_I64, block * 4)), _const(_I64, PREFETCH_BYTES))
+            for line in range(lines):                              # this pair's words, line by line
+                builder.call(prefetch, [builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]),
+                                        _const(_I32, 0), _const(_I32, 3), _const(_I32, 1)])
+            sums = []
+            for g, acc in enumerate(accs):
+                at = builder.add(builder.mul(i, _const(_I64, groups)), _const(_I64, g))
+                v = builder.load(builder.gep(words, [at]), align=4)
+                even = builder.bitcast(builder.shl(v, shift), _V8F)
+                odd = builder.bitcast(builder.and_(v, high), _V8F)
+                sums.append(builder.fadd(builder.fadd(acc, builder.fmul(a, even)), builder.fmul(c, odd)))
+            following = builder.add(i, _const(_I64, 1))
+            i.add_incoming(following, loop)
+            for acc, s in zip(accs, sums):
+                acc.add_incoming(s, loop)
+            builder.cbranch(builder.icmp_signed("<", following, pairs), loop, done)
+
+            builder.position_at_end(done)
+            results = [builder.phi(_V8F) for _ in sums]           # phis first, then the stores
+            for g, (result, s) in enumerate(zip(results, sums)):
+                result.add_incoming(zero, entry)
+                result.add_incoming(s, loop)
+                builder.store(result, builder.gep(out, [_const(_I64, g)]), align=4)
+            return context.get_dummy_value()
+        return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen
+    return block_dot
+
+
+block_dot32, block_dot64 = _block_dot(32), _block_dot(64)
 
 
 def gemv_team(data):
-    """out = x @ W.T for one row x [k] over W packed as [n / 32][k / 2][32][2] (oneDNN's blocked
-    bfloat16 layout: 32 outputs side by side, k in pairs), as a team's body (team_run.run_compiled;
+    """out = x @ W.T for one row x [k] over W packed as [n / block][k / 2][block][2] (oneDNN's blocked
+    bfloat16 layout: ``block`` outputs side by side, k in pairs; block 32 or 64), as a team's body (team_run.run_compiled;
     thread_num 0 means no team: one share on the calling thread). Each share takes whole blocks;
     each output sums its pairs in k order in float32 (even k, then odd), then rounds to nearest
     even: ``bf16_gemv.gemv_reference`` is its twin."""
-    thread_num, team_size, x_at, w_at, out_at, n, k, shares = carray(data, (_N_FIELDS,), np.int64)
+    thread_num, team_size, x_at, w_at, out_at, n, k, shares, block = carray(data, (_N_FIELDS,), np.int64)
     half = k // 2
     x_pairs = carray(ptr(x_at), (half,), np.uint32)
     x_even, x_odd = np.empty(half, np.float32), np.empty(half, np.float32)
@@ -105,14 +116,18 @@ def gemv_team(data):
         x_even[i] = as_float(x_pairs[i] << _S16)
         x_odd[i] = as_float(x_pairs[i] & _HIGH)
     out = carray(ptr(out_at), (n,), np.uint16)
-    acc = np.empty(BLOCK, np.float32)
-    blocks = n // BLOCK
+    acc = np.empty(block, np.float32)
+    blocks = n // block
     per_share = (blocks + shares - 1) // shares
     first, stride = (call_int(thread_num), call_int(team_size)) if thread_num != 0 else (0, 1)
     for share in range(first, shares, stride):
         for b in range(share * per_share, min(blocks, share * per_share + per_share)):
-            block_dot(w_at + b * BLOCK * k * 2, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
-            round_into(acc, out[b * BLOCK:(b + 1) * BLOCK])     # to bfloat16, nearest even
+            at = w_at + b * block * k * 2
+            if block == 64:
+                block_dot64(at, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
+            else:
+                block_dot32(at, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
+            round_into(acc, out[b * block:(b + 1) * block])     # to bfloat16, nearest even
 
 
 gemv_team = kernel(gemv_team, c_signature=types.void(types.voidptr), fastmath={"contract"})

@@ -3,13 +3,14 @@
 A CPU decode step of one request (one clip at a time, a live stream alone) is ~113 one-row
 projections, and oneDNN's packed kernel streams them well below the machine's memory rate, with a
 fixed cost per call on top (tests/bench/RESULTS.md). This kernel reads the same packed bytes (no
-second copy of any weight) as one prefetched stream per block of 32 outputs, its shares on torch's
+second copy of any weight) as one prefetched stream per block of outputs, its shares on torch's
 OpenMP team (``team_run``: the threads that are already awake between torch ops).
 
-The layout, [n / 32][k / 2][32][2] (32 outputs side by side, k in pairs), is what
-``_reorder_linear_weight`` gives for the engine's shapes on the CPUs measured, but it is oneDNN's
-private choice: ``row_gemv_for`` checks it on each weight at load against the plain weight and
-returns None where it differs (another CPU kind, another oneDNN), and the caller keeps oneDNN.
+The layout, [n / block][k / 2][block][2] (``block`` outputs side by side, k in pairs), is what
+``_reorder_linear_weight`` gives for the engine's shapes: block 32 where oneDNN packs for AMX, 64
+where it packs for AVX512-BF16 without AMX (AMD Zen 4 and later). It is oneDNN's private choice:
+``row_gemv_for`` checks it on each weight at load against the plain weight and returns None where
+it is neither (another CPU kind, another oneDNN), and the caller keeps oneDNN.
 
 Bits: each output sums its products in k order in float32 and rounds once to bfloat16;
 ``gemv_reference`` is the torch twin, equal bit for bit (tests/test_bf16_gemv.py). oneDNN sums in
@@ -26,11 +27,12 @@ import torch
 
 from asr_kernels.team_run import run_compiled, team_queries
 
-__all__ = ["SWITCH", "enabled", "RowGemv", "row_gemv_for", "packed_matches", "pack_reference", "gemv_reference"]
+__all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "packed_block", "pack_reference",
+           "gemv_reference"]
 
 # "0" keeps one-row projections on oneDNN (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_ROW_GEMV"
-BLOCK = 32
+BLOCKS = (32, 64)   # the block widths the kernel reads
 _body = None        # the compiled team body (a numba cfunc)
 _queries = None     # team_run.team_queries(): None where no OpenMP team is loaded
 
@@ -43,8 +45,9 @@ def _compiled() -> bool:
         from asr_kernels import _bf16_gemv_jit as jit
 
         _body, _queries = jit.gemv_team, team_queries()
-        w = torch.ones(BLOCK, 2, dtype=torch.bfloat16)          # one block, one pair: compiles it
-        RowGemv(w.data_ptr(), BLOCK, 2, owner=w)(torch.ones(1, 2, dtype=torch.bfloat16))
+        for block in BLOCKS:                                     # one block, one pair: compiles it
+            w = torch.ones(block, 2, dtype=torch.bfloat16)
+            RowGemv(w.data_ptr(), block, 2, owner=w, block=block)(torch.ones(1, 2, dtype=torch.bfloat16))
     except Exception:       # no numba, an unsupported platform: oneDNN
         _body = None
         return False
@@ -65,40 +68,45 @@ def _packed_bits(packed: torch.Tensor) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint16 * count).from_address(torch.ops.mkldnn.data_ptr(packed)))
 
 
-def packed_matches(packed: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether ``packed`` holds the bfloat16 ``weight`` [n, k] as [n / 32][k / 2][32][2], with no padding.
-    The first, a middle and the last block are compared whole: the layout is one rule for every block."""
+def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
+    """The block width b in ``BLOCKS`` for which ``packed`` holds the bfloat16 ``weight`` [n, k] as
+    [n / b][k / 2][b][2] with no padding, or None. The first, a middle and the last block are
+    compared whole: the layout is one rule for every block."""
     n, k = weight.shape
-    if weight.dtype != torch.bfloat16 or n % BLOCK or k % 2 or not n:
-        return False
+    if weight.dtype != torch.bfloat16 or k % 2 or not n:
+        return None
     try:
         raw = _packed_bits(packed)
     except Exception:       # not an opaque oneDNN tensor, or no data_ptr/_nbytes ops in this torch
-        return False
+        return None
     if raw.size != n * k:
-        return False
+        return None
     plain = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
-    blocks = n // BLOCK
-    for b in sorted({0, blocks // 2, blocks - 1}):
-        want = plain[b * BLOCK:(b + 1) * BLOCK].reshape(BLOCK, k // 2, 2).transpose(1, 0, 2).reshape(-1)
-        if not np.array_equal(raw[b * BLOCK * k:(b + 1) * BLOCK * k], want):
-            return False
-    return True
+    for block in BLOCKS:
+        blocks = n // block
+        if n % block == 0 and all(
+                np.array_equal(raw[b * block * k:(b + 1) * block * k],
+                               plain[b * block:(b + 1) * block].reshape(block, k // 2, 2).transpose(1, 0, 2).reshape(-1))
+                for b in sorted({0, blocks // 2, blocks - 1})):
+            return block
+    return None
 
 
 class RowGemv:
     """``x @ W.T`` for one bfloat16 row x [1, k] -> [1, n], W's bfloat16 bits at ``address`` in the
-    [n / 32][k / 2][32][2] layout. ``owner`` (the packed tensor) is held, so the bits live as long."""
+    [n / block][k / 2][block][2] layout. ``owner`` (the packed tensor) is held, so the bits live as long."""
 
-    def __init__(self, address: int, n: int, k: int, owner: object):
-        if n % BLOCK or k % 2 or n <= 0:
-            raise ValueError(f"the packed layout needs n a multiple of {BLOCK} and k even, got n={n}, k={k}")
-        self.n, self.k, self.owner, self._address = n, k, owner, address
+    def __init__(self, address: int, n: int, k: int, owner: object, block: int = 32):
+        if block not in BLOCKS:
+            raise ValueError(f"block must be one of {BLOCKS}, got {block}")
+        if n % block or k % 2 or n <= 0:
+            raise ValueError(f"the packed layout needs n a multiple of {block} and k even, got n={n}, k={k}")
+        self.n, self.k, self.block, self.owner, self._address = n, k, block, owner, address
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
             raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
-        return self._run(x, min(torch.get_num_threads(), self.n // BLOCK) if _queries else 1)
+        return self._run(x, min(torch.get_num_threads(), self.n // self.block) if _queries else 1)
 
     def with_shares(self, x: torch.Tensor, shares: int) -> torch.Tensor:
         """``self(x)`` dealt into ``shares`` shares (tests: the bits must not depend on them)."""
@@ -107,13 +115,15 @@ class RowGemv:
         return self._run(x.contiguous(), shares)
 
     def _run(self, x: torch.Tensor, shares: int) -> torch.Tensor:
-        # ~113 calls a decode step: nothing here but the output and the body's eight fields
+        # ~113 calls a decode step: nothing here but the output and the body's nine fields
         out = torch.empty(1, self.n, dtype=torch.bfloat16)
         if shares > 1:
-            data = np.array((*_queries, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, shares), np.int64)
+            data = np.array((*_queries, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, shares,
+                             self.block), np.int64)
             run_compiled(_body.address, data.ctypes.data, shares)
         else:                       # on the calling thread (the body sees thread_num 0: no team)
-            data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1), np.int64)
+            data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1, self.block),
+                            np.int64)
             _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
@@ -121,9 +131,11 @@ class RowGemv:
 def row_gemv_for(packed: torch.Tensor, weight: torch.Tensor) -> RowGemv | None:
     """The kernel for ``packed`` (``weight`` [n, k] packed by oneDNN), or None where it does not apply:
     switched off, no numba, or a layout other than the one it reads."""
-    if weight.device.type != "cpu" or not enabled() or not packed_matches(packed, weight):
+    if weight.device.type != "cpu" or not enabled():
         return None
-    return RowGemv(torch.ops.mkldnn.data_ptr(packed), *weight.shape, owner=packed)
+    block = packed_block(packed, weight)
+    return None if block is None else RowGemv(torch.ops.mkldnn.data_ptr(packed), *weight.shape, owner=packed,
+                                              block=block)
 
 
 def gemv_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -136,8 +148,8 @@ def gemv_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return acc.to(torch.bfloat16)
 
 
-def pack_reference(weight: torch.Tensor) -> torch.Tensor:
-    """weight [n, k] bfloat16 in the layout the kernel reads, as a plain tensor (tests; oneDNN's
-    own packing is what the engine reads)."""
+def pack_reference(weight: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """weight [n, k] bfloat16 in the layout the kernel reads for ``block``, as a plain tensor (tests;
+    oneDNN's own packing is what the engine reads)."""
     n, k = weight.shape
-    return weight.reshape(n // BLOCK, BLOCK, k // 2, 2).permute(0, 2, 1, 3).contiguous()
+    return weight.reshape(n // block, block, k // 2, 2).permute(0, 2, 1, 3).contiguous()

@@ -1,8 +1,14 @@
 """The one-row GEMV over oneDNN's packed bfloat16 layout (asr_kernels/bf16_gemv.py): bit for bit its
 torch twin over Qwen3's shapes and odd ones, whatever the shares; NaN stays NaN; within a bfloat16
-rounding of the exact product; and the engine's packed linear method takes it for one row only where
-oneDNN's packing on this machine is the layout it reads."""
+rounding of the exact product; both block widths oneDNN packs (32 for AMX, 64 for AVX512-BF16 alone)
+are recognised; and the engine's packed linear method takes it for one row only where oneDNN's packing
+on this machine is a layout it reads."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -24,9 +30,9 @@ def row(k: int, seed: int = 1) -> torch.Tensor:
     return torch.randn(1, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
 
 
-def kernel_over(w: torch.Tensor) -> bf16_gemv.RowGemv:
-    packed = bf16_gemv.pack_reference(w)
-    return bf16_gemv.RowGemv(packed.data_ptr(), *w.shape, owner=packed)
+def kernel_over(w: torch.Tensor, block: int = 32) -> bf16_gemv.RowGemv:
+    packed = bf16_gemv.pack_reference(w, block)
+    return bf16_gemv.RowGemv(packed.data_ptr(), *w.shape, owner=packed, block=block)
 
 
 @pytest.mark.parametrize("n, k", [(32, 2), (96, 64), (1024, 2048), (4096, 1024), (1024, 3072), (6144, 1024),
@@ -36,10 +42,16 @@ def test_equals_its_torch_twin(n, k):
     assert torch.equal(kernel_over(w)(x)[0], bf16_gemv.gemv_reference(x[0], w))
 
 
-@pytest.mark.parametrize("blocks", [1, 3, 7, 64])
-def test_bits_do_not_depend_on_the_shares(blocks):
-    w, x = weight(32 * blocks, 256), row(256)
-    gemv = kernel_over(w)
+@pytest.mark.parametrize("n, k", [(64, 2), (192, 64), (1024, 2048), (3072, 1024), (1024, 3072), (320, 1026)])
+def test_blocks_of_64_equal_the_twin(n, k):
+    w, x = weight(n, k), row(k)
+    assert torch.equal(kernel_over(w, 64)(x)[0], bf16_gemv.gemv_reference(x[0], w))
+
+
+@pytest.mark.parametrize("block, blocks", [(32, 1), (32, 3), (32, 7), (32, 64), (64, 1), (64, 5), (64, 32)])
+def test_bits_do_not_depend_on_the_shares(block, blocks):
+    w, x = weight(block * blocks, 256), row(256)
+    gemv = kernel_over(w, block)
     alone = gemv.with_shares(x, 1)
     for shares in ([2, 3, blocks] if team_run.team_available() else []):
         assert torch.equal(gemv.with_shares(x, shares), alone)
@@ -67,9 +79,14 @@ def test_nan_and_infinity_carry_through():
 def test_rejects_what_it_cannot_read():
     with pytest.raises(ValueError, match="multiple of 32"):
         bf16_gemv.RowGemv(0, 48, 64, owner=None)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        bf16_gemv.RowGemv(0, 96, 64, owner=None, block=64)
+    with pytest.raises(ValueError, match="block must be one of"):
+        bf16_gemv.RowGemv(0, 96, 64, owner=None, block=16)
     with pytest.raises(ValueError, match=r"\[1, 64\] row"):
         kernel_over(weight(32, 64))(row(64).float())
-    assert not bf16_gemv.packed_matches(torch.ops.mkldnn._reorder_linear_weight(weight(48, 64), 16), weight(48, 64))
+    assert bf16_gemv.packed_block(torch.ops.mkldnn._reorder_linear_weight(weight(48, 64), 16), weight(48, 64)) is None
+    assert bf16_gemv.packed_block(bf16_gemv.pack_reference(weight(64, 64)), weight(64, 64)) is None   # not oneDNN's
 
 
 @pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN packing: nothing to read")
@@ -78,7 +95,7 @@ def test_reads_onednn_packing_only_where_it_is_the_layout():
     packed = torch.ops.mkldnn._reorder_linear_weight(w, 16)
     other = w.clone()
     other[-1, -1] += 1                        # the last block differs from what was packed
-    assert not bf16_gemv.packed_matches(packed, other)
+    assert bf16_gemv.packed_block(packed, other) is None
     gemv = bf16_gemv.row_gemv_for(packed, w)
     if gemv is None:                          # another layout on this CPU kind: oneDNN stays
         return
@@ -101,3 +118,25 @@ def test_packed_linear_takes_it_for_one_row_only(monkeypatch):
     monkeypatch.setenv(bf16_gemv.SWITCH, "yes")
     with pytest.raises(ValueError, match=bf16_gemv.SWITCH):
         PackedBf16Linear(w.clone())
+
+
+# What an AMD EPYC/Ryzen with AVX512-BF16 but no AMX runs: oneDNN limited to that ISA packs blocks of 64.
+_AVX512_BF16_ONLY = textwrap.dedent("""
+    import torch
+    from asr_kernels import bf16_gemv
+    w = (torch.randn(3072, 1024) / 32).to(torch.bfloat16)
+    packed = torch.ops.mkldnn._reorder_linear_weight(w, 16)
+    gemv = bf16_gemv.row_gemv_for(packed, w)
+    x = torch.randn(1, 1024).to(torch.bfloat16)
+    assert gemv is not None and gemv.block == 64, gemv and gemv.block
+    assert torch.equal(gemv(x)[0], bf16_gemv.gemv_reference(x[0], w))
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(not (PACKS and platform.current().native_bf16), reason="oneDNN packs no bfloat16 blocks here")
+def test_reads_the_blocks_of_64_onednn_packs_without_amx():
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
+    done = subprocess.run([sys.executable, "-c", _AVX512_BF16_ONLY], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
