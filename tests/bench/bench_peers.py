@@ -139,6 +139,8 @@ def run_ours(eng, clips, tokens, latency_clip, repeat, one_by_one=True):
 
     generate(latency_clip[:16000], 2)                                      # warm-up
     latency = min(_timed(lambda: generate(latency_clip, LATENCY_TOKENS)) for _ in range(repeat))
+    first = min(_timed(lambda: generate(latency_clip, 1)) for _ in range(repeat))  # encoder, prefill, token 1
+    step = (latency - first) / (LATENCY_TOKENS - 1)                        # one decode step of one row
 
     def queue():
         reqs = [submit(eng, c, n) for c, n in zip(clips, tokens)]
@@ -149,7 +151,20 @@ def run_ours(eng, clips, tokens, latency_clip, repeat, one_by_one=True):
 
     batched = _timed(queue)
     single = _timed(lambda: [generate(c, n) for c, n in zip(clips, tokens)]) if one_by_one else None
-    return latency, batched, single
+    return latency, batched, single, step
+
+
+def decode_rate_line(eng, precision: str, step: float, machine: dict[str, float]) -> str:
+    """One decode step's time, and (float weights) the GB/s it reads against the machine's best GEMV."""
+    line = f"  one-clip decode step {step * 1e3:.1f} ms"
+    if precision in ("float32", "bfloat16") and machine:
+        from profile_one_clip import decode_bytes
+
+        nbytes = decode_bytes(eng.runner.net)
+        best = max(machine.values())
+        line += (f": reads {nbytes / 1e9:.2f} GB -> {nbytes / step / 1e9:.1f} GB/s, {nbytes / step / 1e9 / best:.0%} "
+                 f"of this machine's best GEMV ({best:.1f} GB/s)")
+    return line
 
 
 def _timed(fn) -> float:
@@ -420,19 +435,26 @@ def main():
     latency_wav = work / "latency.wav"
     write_wav(latency_wav, latency16)
 
+    machine = {}
     if not args.skip_ours:
+        from profile_one_clip import gemv_bandwidth
+
+        machine = gemv_bandwidth()
+        print("GEMV bandwidth over a 1 GiB weight (what a decode step can read from memory): "
+              + ", ".join(f"{k} {v:.1f} GB/s" for k, v in machine.items()), flush=True)
         for precision in args.dtypes.split(","):
             eng = load_ours(args.model, precision)
             if eng is None:
                 continue
-            latency, batched, single = run_ours(eng, clips, tokens, latency_clip, args.repeat,
-                                                one_by_one=not args.no_one_by_one)
+            latency, batched, single, step = run_ours(eng, clips, tokens, latency_clip, args.repeat,
+                                                      one_by_one=not args.no_one_by_one)
             label = precision if precision != "int8" else f"int8 ({eng.dtype})"
             rows.append(("ours batched", label, latency, batched, ""))
             if single is not None:
                 rows.append(("ours one by one", label, latency, single, ""))
             print(f"ours {label}: latency {latency:.2f} s, queue batched {batched:.2f} s"
                   + (f", one by one {single:.2f} s" if single is not None else ""), flush=True)
+            print(decode_rate_line(eng, precision, step, machine), flush=True)
             del eng
 
     if args.crispasr_gguf_dir is None or args.crispasr_python is None:
