@@ -437,9 +437,9 @@ def main():
 
     machine = {}
     if not args.skip_ours:
-        from profile_one_clip import gemv_bandwidth
+        from profile_one_clip import gemv_bandwidth_apart
 
-        machine = gemv_bandwidth()
+        machine = gemv_bandwidth_apart(args.threads)
         print("GEMV bandwidth over a 1 GiB weight (what a decode step can read from memory): "
               + ", ".join(f"{k} {v:.1f} GB/s" for k, v in machine.items()), flush=True)
         for precision in args.dtypes.split(","):

@@ -21,7 +21,9 @@ our one-row kernel ``bf16_gemv``, with the CPU's cores).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,6 +64,19 @@ def gemv_bandwidth(seconds: float = 1.5) -> dict[str, float]:
                 out["bf16 packed, bf16_gemv"] = w.numel() * 2 / _best_time(lambda: gemv(x), seconds) / 1e9
         del w
     return out
+
+
+def gemv_bandwidth_apart(threads: int) -> dict[str, float]:
+    """``gemv_bandwidth`` in a process of its own: in the measuring process, its gigabyte buffers
+    and oneDNN state slowed the engine loaded after them (one clip 2.20 -> 2.76 s, RESULTS.md)."""
+    code = (f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+            f"torch.set_num_threads({threads}); from profile_one_clip import gemv_bandwidth; "
+            f"print('JSON:' + json.dumps(gemv_bandwidth()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("JSON:"):
+            return json.loads(line[5:])
+    raise RuntimeError(f"gemv_bandwidth failed: {done.stderr[-1000:]}")
 
 
 def _best_time(fn, seconds: float) -> float:
@@ -186,7 +201,7 @@ def main():
     print(cpu_summary())
     print(f"threads {args.threads}; loaded machine: figures are meaningful as ratios within this run", flush=True)
     if not args.no_bandwidth:
-        bw = gemv_bandwidth()
+        bw = gemv_bandwidth_apart(args.threads)
         print("GEMV bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()), flush=True)
         peak = max(bw.values())
     model = args.model or peer_checkpoint()
