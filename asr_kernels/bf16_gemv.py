@@ -71,7 +71,8 @@ def _packed_bits(packed: torch.Tensor) -> np.ndarray:
 def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
     """The block width b in ``BLOCKS`` for which ``packed`` holds the bfloat16 ``weight`` [n, k] as
     [n / b][k / 2][b][2] with no padding, or None. The first, a middle and the last block are
-    compared whole: the layout is one rule for every block."""
+    compared whole: the layout is one rule for every block. Where they match under both widths
+    (rows alike, as zeros are) the layout is not told apart, and oneDNN keeps the weight."""
     n, k = weight.shape
     if weight.dtype != torch.bfloat16 or k % 2 or not n:
         return None
@@ -82,14 +83,15 @@ def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
     if raw.size != n * k:
         return None
     plain = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
-    for block in BLOCKS:
+    def holds(block: int) -> bool:
         blocks = n // block
-        if n % block == 0 and all(
-                np.array_equal(raw[b * block * k:(b + 1) * block * k],
-                               plain[b * block:(b + 1) * block].reshape(block, k // 2, 2).transpose(1, 0, 2).reshape(-1))
-                for b in sorted({0, blocks // 2, blocks - 1})):
-            return block
-    return None
+        return n % block == 0 and all(
+            np.array_equal(raw[b * block * k:(b + 1) * block * k],
+                           plain[b * block:(b + 1) * block].reshape(block, k // 2, 2).transpose(1, 0, 2).reshape(-1))
+            for b in sorted({0, blocks // 2, blocks - 1}))
+
+    found = [block for block in BLOCKS if holds(block)]
+    return found[0] if len(found) == 1 else None
 
 
 class RowGemv:

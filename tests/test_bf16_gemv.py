@@ -96,6 +96,8 @@ def test_reads_onednn_packing_only_where_it_is_the_layout():
     other = w.clone()
     other[-1, -1] += 1                        # the last block differs from what was packed
     assert bf16_gemv.packed_block(packed, other) is None
+    zeros = torch.zeros(128, 64, dtype=torch.bfloat16)      # every layout holds it: not told apart
+    assert bf16_gemv.packed_block(torch.ops.mkldnn._reorder_linear_weight(zeros, 16), zeros) is None
     gemv = bf16_gemv.row_gemv_for(packed, w)
     if gemv is None:                          # another layout on this CPU kind: oneDNN stays
         return
