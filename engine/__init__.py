@@ -7,14 +7,7 @@
 The heavy parts (torch, transformers) load on first use of ``load``/``Engine``, so light
 modules (``app.history``, ``engine.text.exports``, ``engine.audio.decode``) import fast.
 """
-import os
 from importlib import import_module
-
-# Big CPU buffers (weights, KV cache) on 2 MB pages where the kernel gives them on request (THP
-# "madvise", the default of many distributions): a decode step streams ~1.2 GB of weights, and
-# the hardware prefetchers stop at every 4 KB page boundary (figures: tests/bench/RESULTS.md).
-# torch reads this once, at its first allocation: here is before any. "0" keeps 4 KB pages.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from engine.errors import AudioLoadError, CheckpointError
 from engine.text.types import Segment, Transcript, Word
