@@ -18,9 +18,6 @@ from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr, ro
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block")
 _N_FIELDS = len(FIELDS)
-# Outputs per block of oneDNN's packed layout: 32 where it packs for AMX, 64 for AVX512-BF16 alone
-# (checked per weight at load).
-BLOCKS = (32, 64)
 PREFETCH_BYTES = 2048           # how far ahead of the pair being read its stream is prefetched
 _HIGH, _S16 = np.uint32(0xFFFF0000), np.uint32(16)
 
@@ -99,15 +96,17 @@ def _block_dot(block: int):
     return block_dot
 
 
+# Outputs per block of oneDNN's packed layout: 32 where it packs for AMX, 64 for AVX512-BF16 alone
+# (bf16_gemv.BLOCKS; checked per weight at load).
 block_dot32, block_dot64 = _block_dot(32), _block_dot(64)
 
 
 def gemv_team(data):
-    """out = x @ W.T for one row x [k] over W packed as [n / block][k / 2][block][2] (oneDNN's blocked
-    bfloat16 layout: ``block`` outputs side by side, k in pairs; block 32 or 64), as a team's body (team_run.run_compiled;
-    thread_num 0 means no team: one share on the calling thread). Each share takes whole blocks;
-    each output sums its pairs in k order in float32 (even k, then odd), then rounds to nearest
-    even: ``bf16_gemv.gemv_reference`` is its twin."""
+    """out = x @ W.T for one row x [k] over W packed as [n / block][k / 2][block][2] (oneDNN's
+    blocked bfloat16 layout: ``block`` outputs side by side, k in pairs; block 32 or 64), as a team's
+    body (team_run.run_compiled; thread_num 0 means no team: one share on the calling thread).
+    Each share takes whole blocks; each output sums its pairs in k order in float32 (even k, then
+    odd), then rounds to nearest even: ``bf16_gemv.gemv_reference`` is its twin."""
     thread_num, team_size, x_at, w_at, out_at, n, k, shares, block = carray(data, (_N_FIELDS,), np.int64)
     half = k // 2
     x_pairs = carray(ptr(x_at), (half,), np.uint32)

@@ -1,7 +1,7 @@
 """Linear methods: oneDNN-packed bfloat16 gives exactly what the plain method gives (F.linear,
 through ``ops`` where the CPU emulates bfloat16), one row what bf16_gemv's twin gives; float32
-through oneDNN agrees with F.linear to float32 rounding and leaves greedy tokens unchanged; and each CPU kind gets the method its
-platform rule names, whatever machine runs the test."""
+through oneDNN agrees with F.linear to float32 rounding and leaves greedy tokens unchanged; and
+each CPU kind gets the method its platform rule names, whatever machine runs the test."""
 from __future__ import annotations
 
 import pytest

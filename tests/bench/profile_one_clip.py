@@ -68,7 +68,7 @@ def gemv_bandwidth(seconds: float = 1.5) -> dict[str, float]:
 
 def gemv_bandwidth_apart(threads: int) -> dict[str, float]:
     """``gemv_bandwidth`` in a process of its own: in the measuring process, its gigabyte buffers
-    and oneDNN state slowed the engine loaded after them (one clip 2.20 -> 2.76 s, RESULTS.md)."""
+    and oneDNN state slowed the engine loaded after them (tests/bench/RESULTS.md)."""
     code = (f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
             f"torch.set_num_threads({threads}); from profile_one_clip import gemv_bandwidth; "
             f"print('JSON:' + json.dumps(gemv_bandwidth()))")
