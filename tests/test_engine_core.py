@@ -67,7 +67,8 @@ def test_old_keyword_arguments_build_the_same_config(tiny_model_dir):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(max_batch_size=0), "max_batch_size"), (dict(kv_cache_bytes=-1), "kv_cache_bytes must be"),
-    (dict(use_vad="yes"), "use_vad"), (dict(background_window_s=-1.0), "background_window_s"),
+    (dict(use_vad="yes"), "use_vad"), (dict(cuda_graphs="off"), "cuda_graphs"),
+    (dict(background_window_s=-1.0), "background_window_s"),
     (dict(max_waiting_tokens=0), "max_waiting_tokens"), (dict(stream=StreamDefaults()), None)])
 def test_bad_knobs_raise_value_error_before_anything_loads(bad, match):
     if match is None:

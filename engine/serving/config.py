@@ -73,6 +73,7 @@ class EngineConfig:
     background_window_steps: int = 32
     background_window_s: float = 3.0
     pad_buckets: bool | None = None    # None: on CUDA (CUDA graphs replay padded shapes)
+    cuda_graphs: bool = True           # CUDA: replay captured step graphs where the attention allows it
     # the job layer: files and live streams
     use_vad: bool = True               # cut files at silences (Silero VAD); else at quiet points
     max_decoding_files: int | None = None    # files open at once; None: 2 x max_prefill_rows
@@ -83,7 +84,7 @@ class EngineConfig:
     stream: StreamDefaults = field(default_factory=StreamDefaults)
 
     def __post_init__(self):
-        for name in ("compact_weights", "use_vad"):
+        for name in ("compact_weights", "use_vad", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r:.40}")
         if self.pad_buckets is not None and not isinstance(self.pad_buckets, bool):

@@ -109,7 +109,8 @@ class EngineCore:
                              prefix_caching=True)
         self.scheduler = Scheduler(config.scheduler_config(), self.cache.allocator)
         self.runner = ModelRunner(self.net, self.cache, self.torch_device,
-                                  pad_buckets=on_cuda if config.pad_buckets is None else config.pad_buckets)
+                                  pad_buckets=on_cuda if config.pad_buckets is None else config.pad_buckets,
+                                  cuda_graphs=config.cuda_graphs)
         self.scheduler.before_start = self.runner.encode_if_cached   # a repeated window: match its audio prefix too
         self._requests: dict[int, Request] = {}
         self._owners: dict[int, Callable[[RequestOutput], None]] = {}
