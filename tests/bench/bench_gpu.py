@@ -34,7 +34,9 @@ from bench_throughput import (
     TOKENS_PER_SECOND,
     load_transformers,
     roofline_seconds,
+    capture_clips,
     run_ours,
+    run_queue,
     run_transformers,
     workload,
 )
@@ -49,6 +51,45 @@ def free_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def profile_phases(eng, clips, new_tokens) -> None:
+    """Run the queue again (already captured shapes, fresh audio) with each phase of a step timed
+    between device syncs, then once under torch.profiler for the kernels' own time."""
+    import collections
+
+    totals: collections.Counter = collections.Counter()
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            sync(eng.torch_device)
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                sync(eng.torch_device)
+                totals[name] += time.perf_counter() - t
+        return wrapper
+
+    runner, scheduler = eng.runner, eng.scheduler
+    patched = [(eng, "submit"), (scheduler, "schedule"), (runner, "encode_pending"), (runner, "step_inputs"),
+               (runner, "embeddings"), (runner, "hidden_states")] + ([(runner.graphs, "run")] if runner.graphs else [])
+    for obj, attr in patched:
+        setattr(obj, attr, timed(f"{type(obj).__name__}.{attr}", getattr(obj, attr)))
+    t = time.perf_counter()
+    run_queue(eng, clips, new_tokens)
+    wall = time.perf_counter() - t
+    for obj, attr in patched:
+        delattr(obj, attr)
+    print(f"phases of the same load (fresh audio), synced around each: {wall:.2f} s wall")
+    for name, secs in totals.most_common():
+        print(f"   {name:32s} {secs:6.2f} s  {secs / wall:5.1%}")
+    print(f"   {'the rest (postprocess, Python)':32s} {wall - sum(totals.values()):6.2f} s")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_queue(eng, [synthetic_clip(len(c) / 16000, 50_000 + i) for i, c in enumerate(clips)], new_tokens)
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=14, max_name_column_width=60))
 
 
 def concurrent_durations(n: int, seed: int = 128) -> list[int]:
@@ -98,6 +139,12 @@ def main():
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--graphs", default="on,off", help="our engine's CUDA graphs: on, off or both")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--hf-batches", type=lambda v: [int(b) for b in v.split(",")],
+                        help="transformers' batch sizes (default: 8 and 16 for the queue, 32 and the concurrency)")
+    parser.add_argument("--wide-steps", action="store_true",
+                        help="also run the concurrent load with 8192-token steps and 32 prefill rows")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the first concurrent run with graphs, where a step's time goes")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only to try this script on a small model")
     parser.add_argument("--checkpoint", help="a model folder instead of the cached random 0.6B one")
     args = parser.parse_args()
@@ -125,10 +172,16 @@ def main():
         clips, new_tokens = workload(durations)
         audio_s = sum(durations)
         print(f"\n== {name}: {len(clips)} clips, {audio_s} s of audio, {sum(new_tokens)} tokens", flush=True)
-        for on in graphs:
-            seconds, eng, steps, _ = run_ours(model_dir, clips, new_tokens, device, dtype, cuda_graphs=on)
+        variants = [(f"ours, graphs {'on' if on else 'off'}", dict(options, cuda_graphs=on)) for on in graphs]
+        if name == "concurrent" and args.wide_steps:
+            variants.append(("ours, graphs on, 8192-token steps, 32 prefill rows",
+                             dict(options, max_step_tokens=8192, max_prefill_rows=32)))
+        for label, knobs in variants:
+            seconds, eng, steps, _ = run_ours(model_dir, clips, new_tokens, device, dtype, **knobs)
             ideal = roofline_seconds(eng, clips, new_tokens, flops, bandwidth)
-            label = f"ours, graphs {'on' if on else 'off'}"
+            if args.profile and name == "concurrent" and knobs.get("cuda_graphs", True):
+                profile_phases(eng, capture_clips(durations), new_tokens)
+                args.profile = False
             print(f"{label}: {seconds:.2f} s, {audio_s / seconds:.0f} audio-s/s, {steps} steps, "
                   f"roofline {ideal:.2f} s ({ideal / seconds:.0%})", flush=True)
             rows.append((name, label, seconds, audio_s / seconds))
@@ -136,7 +189,7 @@ def main():
             del eng
             free_memory()
         model, processor = load_transformers(model_dir, device, dtype)
-        for b in batches:
+        for b in (args.hf_batches or batches):
             seconds = run_transformers(model, processor, clips, new_tokens, device, batch_size=b)
             label = f"transformers batched ({b})"
             print(f"{label}: {seconds:.2f} s, {audio_s / seconds:.0f} audio-s/s", flush=True)

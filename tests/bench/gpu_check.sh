@@ -2,7 +2,7 @@
 # For a lent GPU, in one call under the device's 10-minute command limit (about 7 minutes):
 # the CUDA checks, then the benchmarks (ours with graphs on and off against transformers; a live
 # stream beside a 64-file queue). Logs go to $OUT (the device tool's folder) or /tmp/gpu_check.
-#   bash tests/bench/gpu_check.sh [checks,bench,stream]
+#   bash tests/bench/gpu_check.sh [checks,bench,stream]     (BENCH_GPU_ARGS: more bench_gpu.py arguments)
 # The lent machine is offline. Packages its image lacks (transformers >= 5.24 for Qwen3-ASR and
 # its dependencies) travel as wheels in .whl/: fetch them here with
 # `bash tests/bench/fetch_gpu_wheels.sh` and carry `.whl`. The live stream's espeak-ng sentences
@@ -36,7 +36,7 @@ if [[ $PARTS == *bench* || $PARTS == *stream* ]]; then
     echo "checkpoint ready in $((SECONDS - t)) s"
 fi
 if [[ $PARTS == *bench* ]]; then
-    timeout 220 $PY tests/bench/bench_gpu.py --json "$LOGS/bench_gpu.json" 2>&1 | grep -v "Loading weights" | tee "$LOGS/bench_gpu.log"
+    timeout 220 $PY tests/bench/bench_gpu.py ${BENCH_GPU_ARGS:-} --json "$LOGS/bench_gpu.json" 2>&1 | grep -v "Loading weights" | tee "$LOGS/bench_gpu.log"
 fi
 if [[ $PARTS == *stream* ]]; then
     timeout 110 $PY tests/bench/bench_stream.py --device cuda --minutes 0.75 --runs realtime --queue-clips 64 \
