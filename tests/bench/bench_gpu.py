@@ -139,8 +139,9 @@ def main():
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--graphs", default="on,off", help="our engine's CUDA graphs: on, off or both")
     parser.add_argument("--json", help="also write the figures to this file")
-    parser.add_argument("--hf-batches", type=lambda v: [int(b) for b in v.split(",")],
-                        help="transformers' batch sizes (default: 8 and 16 for the queue, 32 and the concurrency)")
+    parser.add_argument("--hf-whole", action="store_true",
+                        help="transformers in one batch of the whole load only (default: 8 and 16 clips for the "
+                             "queue, 32 and the concurrency for the concurrent load)")
     parser.add_argument("--wide-steps", action="store_true",
                         help="also run the concurrent load with 8192-token steps and 32 prefill rows")
     parser.add_argument("--profile", action="store_true",
@@ -189,7 +190,7 @@ def main():
             del eng
             free_memory()
         model, processor = load_transformers(model_dir, device, dtype)
-        for b in (args.hf_batches or batches):
+        for b in ([len(clips)] if args.hf_whole else batches):
             seconds = run_transformers(model, processor, clips, new_tokens, device, batch_size=b)
             label = f"transformers batched ({b})"
             print(f"{label}: {seconds:.2f} s, {audio_s / seconds:.0f} audio-s/s", flush=True)
