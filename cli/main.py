@@ -219,8 +219,10 @@ def transcribe_command(args) -> int:
         print("error: --model is required (or --server URL)", file=sys.stderr)
         return 2
     try:
+        long_inputs = _worth_compacting(files)   # load-time work that short inputs do not repay
         config = engine.EngineConfig(device=args.device, dtype=args.dtype, quantize=args.quantize,
-                                     use_vad=not args.no_vad, compact_weights=_worth_compacting(files),
+                                     use_vad=not args.no_vad, compact_weights=long_inputs,
+                                     huge_page_weights=None if long_inputs else False,
                                      **_cache_option(numbers.get("kv_cache_mb")))
         eng = engine.load(_resolve_model(args.model), aligner=_resolve_model(args.aligner) if args.aligner else None,
                           config=config)

@@ -77,6 +77,11 @@ class LinearMethod(nn.Module):
         """The plain [out, in] weight this method reads, or None where it reads another form."""
         return None
 
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensors a call reads, in whatever form (plain, oneDNN-packed, int8 codes): for
+        placing them in memory (``huge_pages``). Packed forms torch keeps opaque are not listed."""
+        return [v for v in vars(self).values() if isinstance(v, torch.Tensor)]
+
 
 class PlainLinear(LinearMethod):
     """``ops.linear(x, W)``: F.linear, with emulated bfloat16 handled behind ``ops``."""

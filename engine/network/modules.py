@@ -12,7 +12,7 @@ from torch import nn
 
 from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
 from engine.network.choose_linear import LinearChooser, fits
-from engine.network.linear_methods import NotLoaded
+from engine.network.linear_methods import LinearMethod, NotLoaded
 
 
 def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
@@ -140,6 +140,11 @@ class Qwen3ASRNetwork(nn.Module):
             if fits((int8_weights or {}).get(name), (sum(shapes[p][0] for p in params), shapes[params[0]][1])):
                 covered.update(params)
         return covered
+
+    def projection_tensors(self) -> list[torch.Tensor]:
+        """What every decode step reads in full: the decoder projections' and the LM head's weights
+        in the forms their linear methods keep (empty before ``fuse_projections``)."""
+        return [t for m in self.modules() if isinstance(m, LinearMethod) for t in m.tensors()]
 
     @torch.no_grad()
     def fuse_projections(self, quantize: str | None = None,

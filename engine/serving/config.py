@@ -61,6 +61,8 @@ class EngineConfig:
     dtype: object = None             # None: bfloat16 on CUDA; on CPU by its bfloat16 hardware
     quantize: str | None = None        # None or "int8" (decoder weights; not token-exact)
     compact_weights: bool = True       # float32 math on 2-byte weights where the CPU lacks bfloat16
+    huge_page_weights: bool | None = None   # CPU: decoder weights onto 2 MB pages in the background after
+                                            # load (network.huge_pages); None: on unless QWEN3_ASR_HUGE_PAGES=0
     # the KV cache
     kv_cache_bytes: int | None = None  # None: 60% of free GPU memory; CPU: room for max_batch_size rows
     block_size: int | None = None      # None: 256 on CUDA (flash-attn's pages), 64 on CPU
@@ -87,8 +89,9 @@ class EngineConfig:
         for name in ("compact_weights", "use_vad", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r:.40}")
-        if self.pad_buckets is not None and not isinstance(self.pad_buckets, bool):
-            raise ValueError(f"pad_buckets must be True, False or None, got {self.pad_buckets!r:.40}")
+        for name in ("pad_buckets", "huge_page_weights"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True, False or None, got {getattr(self, name)!r:.40}")
         if self.kv_cache_bytes is not None and (isinstance(self.kv_cache_bytes, bool) or not isinstance(
                 self.kv_cache_bytes, int) or self.kv_cache_bytes < 1):
             raise ValueError(f"kv_cache_bytes must be a whole number of bytes above 0 or None, "

@@ -72,7 +72,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import synthetic_clip
+from common import settled, synthetic_clip
 
 DURATIONS = [2, 27, 5, 14, 29, 8, 3, 21, 11, 17, 6, 25, 9, 19, 4, 12]   # seconds, mixed
 TOKENS_PER_SECOND = 4
@@ -114,11 +114,11 @@ def load_ours(model_dir, precision: str):
 
     if precision == "int8":
         try:
-            return engine.load(model_dir, device="cpu", quantize="int8")
+            return settled(engine.load(model_dir, device="cpu", quantize="int8"))
         except TypeError:
             print("int8: not available (engine.load has no quantize option)")
             return None
-    return engine.load(model_dir, device="cpu", dtype=precision)
+    return settled(engine.load(model_dir, device="cpu", dtype=precision))
 
 
 def submit(eng, clip, n):

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from common import CACHE, real_size_checkpoint, widened_checkpoint
+from common import CACHE, real_size_checkpoint, settled, widened_checkpoint
 
 SR = 16000
 SENTENCES = [
@@ -326,6 +326,7 @@ def main():
     eng = engine.load(model_dir, device=args.device, dtype=args.dtype,
                       **({"quantize": args.quantize} if args.quantize else {}),
                       **({"compact_weights": False} if args.no_compact_weights else {}))
+    settled(eng)
     if args.widened:
         from widened_model import use_widened_positions
 

@@ -27,6 +27,7 @@ from common import (
     gemm_flops,
     gemv_bandwidth,
     real_size_checkpoint,
+    settled,
     sync,
     synthetic_clip,
 )
@@ -110,7 +111,7 @@ def capture_clips(durations) -> list:
 def run_ours(model_dir, clips, new_tokens, device, dtype, quantize=None, **options):
     import engine
 
-    eng = engine.load(model_dir, device=device, dtype=dtype, quantize=quantize, **options)
+    eng = settled(engine.load(model_dir, device=device, dtype=dtype, quantize=quantize, **options))
     if eng.runner.graphs is not None:
         # CUDA: one untimed pass over a queue of the same shape captures the graph of every
         # bucket it meets (two eager passes and a capture each), which a long-running app does once.

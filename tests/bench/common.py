@@ -62,6 +62,17 @@ def synthetic_clip(seconds: float, seed: int) -> np.ndarray:
     return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
 
 
+def settled(eng):
+    """``eng`` once its load's background work (decoder weights onto 2 MB pages) is done, as in an
+    app that loaded a while ago, so that no thread of it competes with the timed work."""
+    pages = getattr(eng.core, "weight_pages", None)
+    if pages is not None:
+        result = pages.wait()
+        print(f"weights on 2 MB pages: {result.collapsed / 2 ** 30:.2f} of {result.asked / 2 ** 30:.2f} GiB"
+              + (f" ({result.reason})" if result.reason else ""), flush=True)
+    return eng
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import synthetic_clip  # noqa: E402
+from common import settled, synthetic_clip  # noqa: E402
 
 
 def gemv_bandwidth(seconds: float = 1.5) -> dict[str, float]:
@@ -206,9 +206,9 @@ def main():
         peak = max(bw.values())
     model = args.model or peer_checkpoint()
     if args.dtype == "int8":
-        eng = engine.load(model, device="cpu", quantize="int8")
+        eng = settled(engine.load(model, device="cpu", quantize="int8"))
     else:
-        eng = engine.load(model, device="cpu", dtype=args.dtype)
+        eng = settled(engine.load(model, device="cpu", dtype=args.dtype))
     timer = StepTimer(eng)
     clip = synthetic_clip(args.seconds, 1000)
     run_clip(eng, timer, clip[:16000], 2)                                   # warm-up
