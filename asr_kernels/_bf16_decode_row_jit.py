@@ -50,6 +50,19 @@ def as_float(typingctx, value):
 
 
 @intrinsic
+def prefetch(typingctx, address):
+    """Ask for the cache line at ``address`` ahead of its use (llvm.prefetch: read, keep, data)."""
+    def codegen(context, builder, signature, args):
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                                  "llvm.prefetch.p0i8")
+        builder.call(function, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                                ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(types.int64), codegen
+
+
+@intrinsic
 def call_int(typingctx, address):
     """Call the C function ``int f(void)`` at ``address`` (an OpenMP team query)."""
     def codegen(context, builder, signature, args):
@@ -190,21 +203,42 @@ def prologue_k(qkv_at, qkw_at, cos_at, sin_at, kc_at, vc_at, slots, tokens, q_at
             v_new[:] = qkv[nqk * hd:]
 
 
-def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
-    """One query [heads, hd] over the ctx cached keys and values of its row. The query heads that
-    share a key head go two at a time over its cached row, widened in registers (1.3x faster than
-    one head at a time over a widened copy; the same sums in the same order)."""
+# Cached positions ahead of the one being read whose keys (or values) are asked for: a step's weights
+# have just streamed through the caches, so a row's cached context comes from memory, and the
+# hardware prefetcher stops at every 4 KB page (two positions of the 0.6B).
+AHEAD = 8
+
+
+@inline
+def prefetch_position(cache_at, table, block_size, p, row, g_lo, g_hi, hd):
+    at = cache_at + ((table[p // block_size] * block_size + p % block_size) * row + g_lo * hd) * 2
+    for line in range(0, (g_hi - g_lo) * hd * 2, 64):
+        prefetch(at + line)
+
+
+def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd, g_lo, g_hi):
+    """One query [heads, hd] over the ctx cached keys and values of its row, for key heads g_lo..g_hi
+    (and their query heads) only: each head's sums are the same whichever range holds it. The query
+    heads that share a key head go two at a time over its cached row, widened in registers (1.3x
+    faster than one head at a time over a widened copy; the same sums in the same order)."""
     row = kvh * hd
     group = heads // kvh
+    h_lo, h_hi = g_lo * group, g_hi * group
     q = np.empty(heads * hd, np.float32)
-    widen(carray(ptr(q_at), (heads * hd,), np.uint16), q)
+    widen(carray(ptr(q_at + h_lo * hd * 2), ((h_hi - h_lo) * hd,), np.uint16), q[h_lo * hd:h_hi * hd])
     q2 = q.reshape(heads, hd)
     scale = np.float32(1.0 / math.sqrt(hd))
     scores = np.empty((heads, ctx), np.float32)
+    for p in range(min(AHEAD, ctx)):
+        prefetch_position(kc_at, table, block_size, p, row, g_lo, g_hi, hd)
     for p in range(ctx):                           # scores[h, p] = q_h . k_p(h // group) * scale
+        if p + AHEAD < ctx:
+            prefetch_position(kc_at, table, block_size, p + AHEAD, row, g_lo, g_hi, hd)
+        elif p + AHEAD - ctx < ctx:                # the keys' last positions: the values' first ones
+            prefetch_position(vc_at, table, block_size, p + AHEAD - ctx, row, g_lo, g_hi, hd)
         at = (table[p // block_size] * block_size + p % block_size) * row * 2
         keys = carray(ptr(kc_at + at), (kvh, hd), np.uint16)
-        for g in range(kvh):
+        for g in range(g_lo, g_hi):
             k, h, end = keys[g], g * group, (g + 1) * group
             while h + 1 < end:
                 q0, q1 = q2[h], q2[h + 1]
@@ -221,7 +255,7 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
                     s += qh[d] * as_float(np.uint32(k[d]) << np.uint32(16))
                 scores[h, p] = s * scale
     sa, sb = np.empty(ctx, np.int32), np.empty(ctx, np.int32)
-    for h in range(heads):                         # softmax over the context
+    for h in range(h_lo, h_hi):                    # softmax over the context
         sh = scores[h]
         m = sh[0]
         for p in range(1, ctx):
@@ -236,9 +270,11 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
             sh[p] = sh[p] / z
     acc = np.zeros((heads, hd), np.float32)
     for p in range(ctx):                           # out_h = sum_p softmax[h, p] v_p(h // group)
+        if p + AHEAD < ctx:
+            prefetch_position(vc_at, table, block_size, p + AHEAD, row, g_lo, g_hi, hd)
         at = (table[p // block_size] * block_size + p % block_size) * row * 2
         values = carray(ptr(vc_at + at), (kvh, hd), np.uint16)
-        for g in range(kvh):
+        for g in range(g_lo, g_hi):
             v, h, end = values[g], g * group, (g + 1) * group
             while h + 1 < end:
                 a0, a1, w0, w1 = acc[h], acc[h + 1], scores[h, p], scores[h + 1, p]
@@ -251,15 +287,16 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
                 ah, w = acc[h], scores[h, p]
                 for d in range(hd):
                     ah[d] += w * as_float(np.uint32(v[d]) << np.uint32(16))
-    round_into(acc.reshape(heads * hd), carray(ptr(out_at), (heads * hd,), np.uint16))
+    round_into(acc.reshape(heads * hd)[h_lo * hd:h_hi * hd],
+               carray(ptr(out_at + h_lo * hd * 2), ((h_hi - h_lo) * hd,), np.uint16))
 
 
-attend_one = kernel(attend_one)      # not inlined: compiled once for its three callers below
+attend_one = kernel(attend_one)      # not inlined: compiled once for its four callers below
 
 
 @kernel
 def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd):
-    attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd)
+    attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd, 0, kvh)
 
 
 @kernel
@@ -268,7 +305,7 @@ def attend_rows_k(q_at, kc_at, vc_at, tables, ctxs, starts, rows, block_size, ou
     width = heads * hd * 2
     for r in rows:
         attend_one(q_at + starts[r] * width, kc_at, vc_at, tables[r], block_size, ctxs[r], out_at + starts[r] * width,
-                   heads, kvh, hd)
+                   heads, kvh, hd, 0, kvh)
 
 
 # The int64 fields of attend_team's data, in order (bf16_decode_row.attend_rows fills them).
@@ -293,10 +330,29 @@ def attend_team(data):
         for j in range(counts[share]):
             r = share_rows[share, j]
             attend_one(q_at + starts[r] * size, kc_at, vc_at, tables[r], block_size, ctxs[r],
-                       out_at + starts[r] * size, heads, kvh, hd)
+                       out_at + starts[r] * size, heads, kvh, hd, 0, kvh)
 
 
 attend_team = kernel(attend_team, c_signature=types.void(types.voidptr))
+
+# The int64 fields of attend_heads_team's data, in order (bf16_decode_row.attend fills them).
+HEADS_FIELDS = ("thread_num", "team_size", "q", "k_cache", "v_cache", "table", "table_len", "block_size", "ctx",
+                "out", "heads", "kv_heads", "head_dim", "shares")
+_N_HEADS_FIELDS = len(HEADS_FIELDS)
+
+
+def attend_heads_team(data):
+    """One row's attend_one as an OpenMP team's body: share i of ``shares`` holds key heads
+    kvh * i // shares up to kvh * (i + 1) // shares, and team thread t takes shares t, t + size..."""
+    (thread_num, team_size, q_at, kc_at, vc_at, table_at, table_len, block_size, ctx, out_at, heads, kvh, hd,
+     shares) = carray(data, (_N_HEADS_FIELDS,), np.int64)
+    table = carray(ptr(table_at), (table_len,), np.int64)
+    for share in range(call_int(thread_num), shares, call_int(team_size)):
+        attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd,
+                   kvh * share // shares, kvh * (share + 1) // shares)
+
+
+attend_heads_team = kernel(attend_heads_team, c_signature=types.void(types.voidptr))
 
 
 @kernel

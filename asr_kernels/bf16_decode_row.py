@@ -22,8 +22,9 @@ and the engine keeps the torch path. A decode row's kernel calls are single-thre
 microseconds long, and torch's OpenMP team owns the cores for the GEMVs between them. Longer work
 is shared out over that same team (``team_run``; a thread of our own would share its core with the
 team's spinning worker): the attention of a step's decode rows, which reads every row's cached
-context (``attend_rows``, whole rows per thread), and a prompt's hundreds of tokens (row ranges).
-Which thread ran a row never changes its bits.
+context (``attend_rows``, whole rows per thread), a row alone's key heads (``attend``: one clip, a
+live stream), and a prompt's hundreds of tokens (row ranges). Which thread ran a row, or which of
+its heads, never changes its bits.
 """
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ __all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "pro
 SWITCH = "QWEN3_ASR_DECODE_ROW"
 _kernels = None
 _team_body = 0          # the address of attend_team, the C body run_compiled calls
+_heads_body = 0         # the address of attend_heads_team: one row's key heads shared out
 _TEAM_FIELDS: tuple = ()
+_HEADS_FIELDS: tuple = ()
+_queries: tuple[int, int] | None = None    # the OpenMP team queries a compiled body calls (team_queries)
 _LAYER_SLOTS: list = []   # where attend_rows writes each layer's fields in team_data
 # Work below these sizes costs less than handing a share of it to a team thread: cached positions
 # of a step's attention (0.3-0.6 us each a layer; a compiled body's handoff is a few us), values of
@@ -70,12 +74,14 @@ def bits(t: torch.Tensor) -> int:
 @functools.lru_cache(maxsize=1)
 def compile_kernels() -> bool:
     """Compile (or load from numba's cache) the kernels; False where numba is missing or fails."""
-    global _kernels, _team_body, _TEAM_FIELDS, _LAYER_SLOTS
+    global _kernels, _team_body, _heads_body, _TEAM_FIELDS, _HEADS_FIELDS, _LAYER_SLOTS, _queries
     try:
         from asr_kernels import _bf16_decode_row_jit as jit
 
         _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k, jit.attend_rows_k)
         _team_body, _TEAM_FIELDS = jit.attend_team.address, jit.TEAM_FIELDS
+        _heads_body, _HEADS_FIELDS = jit.attend_heads_team.address, jit.HEADS_FIELDS
+        _queries = team_queries()
         _LAYER_SLOTS = [_TEAM_FIELDS.index(name) for name in ("q", "k_cache", "v_cache", "block_size", "out", "heads",
                                                               "kv_heads", "head_dim")]
         _warm(_kernels)
@@ -104,10 +110,20 @@ def prologue(qkv: int, qk_weight: int, cos: int, sin_signed: int, k_cache: int, 
 
 
 def attend(q: int, k_cache: int, v_cache: int, table: np.ndarray, block_size: int, ctx: int, out: int,
-           heads: int, kv_heads: int, head_dim: int) -> None:
+           heads: int, kv_heads: int, head_dim: int, shares: int | None = None) -> None:
     """One query q: [heads, hd] over the first ctx cached positions of its block table (int64) -> out:
-    [heads * hd]; query head h reads key head h // (heads // kv_heads)."""
-    _kernels[2](q, k_cache, v_cache, table, block_size, ctx, out, heads, kv_heads, head_dim)
+    [heads * hd]; query head h reads key head h // (heads // kv_heads). From ``MIN_SHARE_POSITIONS``
+    positions on, its key heads are dealt into ``shares`` (default: torch's threads) on torch's team:
+    a row alone (one clip, a live stream) has nobody else to share the cores with. Same bits either way."""
+    if shares is None:
+        shares = torch.get_num_threads() if ctx >= MIN_SHARE_POSITIONS else 1
+    shares = min(shares, kv_heads)
+    if shares <= 1 or _queries is None:
+        _kernels[2](q, k_cache, v_cache, table, block_size, ctx, out, heads, kv_heads, head_dim)
+        return
+    data = np.array((*_queries, q, k_cache, v_cache, table.ctypes.data, len(table), block_size, ctx, out, heads,
+                     kv_heads, head_dim, shares), np.int64)
+    run_compiled(_heads_body, data.ctypes.data, shares)
 
 
 def silu_mul(gate_up: int, out: int, rows: int, n: int) -> None:

@@ -231,6 +231,26 @@ def test_attention_of_many_rows_is_each_row_alone(threads, heads, kvh, hd):
     assert (out[3] == 7.0).all()
 
 
+@pytest.mark.parametrize("heads,kvh,hd", [(16, 8, 128), (6, 3, 32), (4, 1, 64)])
+def test_one_rows_key_heads_shared_out_give_the_bits_of_one_thread(heads, kvh, hd):
+    """A row alone attends with its key heads dealt over torch's team: every share count gives the
+    same bits (a request decodes alike alone and in a batch), and every head is written once."""
+    g = torch.Generator().manual_seed(kvh)
+    block_size, ctx = 16, 300
+    table = np.arange(-(-ctx // block_size) - 1, -1, -1, dtype=np.int64)              # reversed: scattered
+    k_cache = torch.randn(len(table), block_size, kvh, hd, generator=g).bfloat16()
+    v_cache = torch.randn(len(table), block_size, kvh, hd, generator=g).bfloat16()
+    q = torch.randn(heads, hd, generator=g).bfloat16()
+    outs = {}
+    for shares in (1, 2, 3, kvh, None):               # None: the default, torch's threads from 128 positions on
+        out = torch.full((heads * hd,), float("nan"), dtype=torch.bfloat16)
+        kernels.attend(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table, block_size, ctx, out.data_ptr(),
+                       heads, kvh, hd, shares=shares)
+        outs[shares] = out
+    assert not outs[1].isnan().any()
+    assert all(torch.equal(out, outs[1]) for out in outs.values())
+
+
 def test_nan_stays_nan():
     x = torch.tensor([[float("nan")] + [1.0] * 7]).bfloat16()
     out = torch.empty(1, 4, dtype=torch.bfloat16)
