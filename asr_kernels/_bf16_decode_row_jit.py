@@ -212,8 +212,9 @@ AHEAD = 8
 @inline
 def prefetch_position(cache_at, table, block_size, p, row, g_lo, g_hi, hd):
     at = cache_at + ((table[p // block_size] * block_size + p % block_size) * row + g_lo * hd) * 2
-    for line in range(0, (g_hi - g_lo) * hd * 2, 64):
-        prefetch(at + line)
+    end = at + (g_hi - g_lo) * hd * 2
+    for line in range(at - at % 64, end, 64):           # every line the range touches, aligned or not
+        prefetch(line)
 
 
 def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd, g_lo, g_hi):

@@ -121,6 +121,7 @@ def attend(q: int, k_cache: int, v_cache: int, table: np.ndarray, block_size: in
     if shares <= 1 or _queries is None:
         _kernels[2](q, k_cache, v_cache, table, block_size, ctx, out, heads, kv_heads, head_dim)
         return
+    table = np.ascontiguousarray(table, np.int64)       # the body reads it by address
     data = np.array((*_queries, q, k_cache, v_cache, table.ctypes.data, len(table), block_size, ctx, out, heads,
                      kv_heads, head_dim, shares), np.int64)
     run_compiled(_heads_body, data.ctypes.data, shares)

@@ -4,6 +4,7 @@ must agree to a bfloat16 rounding step (only the order of float32 sums differs).
 decoder (engine/network/decode_row.py) against decoder_forward on the same weights and cache."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import numpy as np
@@ -17,7 +18,13 @@ from asr_kernels.qk_norm_rope import qk_norm_rope_cpu, signed_sin
 from asr_kernels.rmsnorm import rms_norm_residual_cpu
 from engine.network.decoder import StepMetadata, paged_attention
 
-pytestmark = pytest.mark.skipif(not kernels.compile_kernels(), reason="numba is not installed")
+# Skipped only without numba: where it imports, the kernels must compile (compile_kernels() hides a
+# failure from users by keeping the torch path, so this is where one shows).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed")
+
+
+def test_the_kernels_compile_wherever_numba_imports():
+    assert kernels.compile_kernels()
 EPS = 1e-6
 
 
@@ -231,7 +238,7 @@ def test_attention_of_many_rows_is_each_row_alone(threads, heads, kvh, hd):
     assert (out[3] == 7.0).all()
 
 
-@pytest.mark.parametrize("heads,kvh,hd", [(16, 8, 128), (6, 3, 32), (4, 1, 64)])
+@pytest.mark.parametrize("heads,kvh,hd", [(16, 8, 128), (6, 3, 32), (4, 2, 64)])
 def test_one_rows_key_heads_shared_out_give_the_bits_of_one_thread(heads, kvh, hd):
     """A row alone attends with its key heads dealt over torch's team: every share count gives the
     same bits (a request decodes alike alone and in a batch), and every head is written once."""

@@ -98,6 +98,12 @@ class Fp16CompactLinear(LinearMethod):
         """The plain weight this method still reads, or None."""
         return self.fallback.weight if self.fallback is not None else None
 
+    def tensors(self) -> list[torch.Tensor]:
+        """None of its own to place: the steps read fbgemm's packed rows, which torch keeps opaque
+        (a tied head's float16 values are read by the embedding, a few rows a step). A float
+        fallback is a method of its own and lists its weight itself."""
+        return []
+
     def keep_float(self) -> None:
         """Not packed: the float method ``float_linear`` picks (a tied head keeps the
         embedding's own weight)."""

@@ -78,6 +78,11 @@ class Int8DynamicLinear(LinearMethod):
             self.packed = torch.ops.quantized.linear_prepack(quantized_tensor, None)
             self.q = None     # the packed copy holds the weights
 
+    def tensors(self) -> list[torch.Tensor]:
+        """None to place: the steps read fbgemm's packed copy, which torch keeps opaque, and the
+        codes are dropped once it is made."""
+        return []
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:       # x: [tokens, in] -> [tokens, out]
         if self.packing is not None:     # the first call after a load waits for the background packing
             packing, self.packing = self.packing, None

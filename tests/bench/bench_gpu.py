@@ -40,7 +40,7 @@ from bench_throughput import (
     run_transformers,
     workload,
 )
-from common import gemm_flops, gemv_bandwidth, real_size_checkpoint, sync, synthetic_clip
+from common import gemm_flops, gemv_bandwidth, real_size_checkpoint, settled, sync, synthetic_clip
 
 FIRST_TOKEN_CLIP_S = 10
 FIRST_TOKEN_TOKENS = 40
@@ -204,7 +204,7 @@ def main():
         import engine
 
         for on in graphs:
-            eng = engine.load(model_dir, device=device, dtype=dtype, cuda_graphs=on)
+            eng = settled(engine.load(model_dir, device=device, dtype=dtype, cuda_graphs=on))
             first, whole = first_token_ours(eng)
             label = f"ours, graphs {'on' if on else 'off'}"
             print(f"{label}: first token {first * 1000:.1f} ms, {FIRST_TOKEN_TOKENS} tokens {whole * 1000:.0f} ms",

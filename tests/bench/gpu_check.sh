@@ -37,9 +37,11 @@ if [[ $PARTS == *bench* || $PARTS == *stream* ]]; then
 fi
 if [[ $PARTS == *bench* ]]; then
     timeout 220 $PY tests/bench/bench_gpu.py ${BENCH_GPU_ARGS:-} --json "$LOGS/bench_gpu.json" 2>&1 | grep -v "Loading weights" | tee "$LOGS/bench_gpu.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [[ $PARTS == *stream* ]]; then
     timeout 110 $PY tests/bench/bench_stream.py --device cuda --minutes 0.75 --runs realtime --queue-clips 64 \
         2>&1 | tee "$LOGS/stream.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 exit $status
