@@ -45,20 +45,23 @@ def test_huge_pages_off_means_nothing_is_asked_of_the_kernel_and_says_why():
 
 def _huge_kb(start: int, length: int) -> int:
     """AnonHugePages (kB) of the mapping that holds [start, start + length), from /proc/self/smaps."""
-    found, total = False, 0
+    found, total, seen = False, 0, False
     for line in open("/proc/self/smaps"):
         head = line.split()[0]
         if "-" in head and all(c in "0123456789abcdef-" for c in head):
             lo, hi = (int(x, 16) for x in head.split("-"))
             found = lo <= start and start + length <= hi
+            seen = seen or found
         elif found and line.startswith("AnonHugePages:"):
             total += int(line.split()[1])
+    assert seen, "no mapping holds the range"
     return total
 
 
 @linux
 def test_a_collapse_moves_memory_onto_huge_pages_or_says_why_not_and_never_changes_it():
-    area = mmap.mmap(-1, 6 * HUGE_PAGE)              # anonymous, page-aligned, small pages once touched
+    # Private anonymous memory, as the weights are (mmap's default for -1 is shared memory: tmpfs pages)
+    area = mmap.mmap(-1, 6 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     data = np.frombuffer(area, dtype=np.uint8)
     data[:] = np.random.default_rng(0).integers(0, 256, data.size, dtype=np.uint8)
     before = data.copy()
