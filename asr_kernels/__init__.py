@@ -13,7 +13,7 @@ import os
 
 import torch
 
-__all__ = ["triton_available", "interpret_mode"]
+__all__ = ["triton_available", "interpret_mode", "switch_on"]
 
 CPU_OPT_IN = "KERNELS_TRITON_ON_CPU"
 
@@ -28,6 +28,15 @@ def _triton_importable() -> bool:
     except Exception:  # ImportError, or a broken install failing in its own way
         return False
     return True
+
+
+def switch_on(name: str) -> bool:
+    """An on/off environment switch that defaults to on: "1" (or unset) is on, "0" off, anything
+    else a ValueError (a misspelt value must not silently pick a side)."""
+    switch = os.environ.get(name, "1")
+    if switch not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1, got {switch!r}")
+    return switch == "1"
 
 
 def interpret_mode() -> bool:

@@ -29,12 +29,12 @@ its heads, never changes its bits.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from asr_kernels import switch_on
 from asr_kernels.team_run import run_compiled, run_shares, team_available, team_queries
 
 __all__ = ["SWITCH", "enabled", "compile_kernels", "bits", "residual_norm", "prologue", "attend", "silu_mul",
@@ -58,10 +58,7 @@ MIN_SHARE_VALUES = 1 << 17
 
 def enabled() -> bool:
     """Whether CPU bfloat16 steps take these kernels: the switch is on and they compiled here."""
-    switch = os.environ.get(SWITCH, "1")
-    if switch not in ("0", "1"):
-        raise ValueError(f"{SWITCH} must be 0 or 1, got {switch!r}")
-    return switch == "1" and compile_kernels()
+    return switch_on(SWITCH) and compile_kernels()
 
 
 def bits(t: torch.Tensor) -> int:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import numpy as np
 import torch
 
+from asr_kernels import switch_on
 from asr_kernels.team_run import run_compiled, team_queries
 
 __all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "packed_block", "pack_reference",
@@ -56,10 +56,7 @@ def _compiled() -> bool:
 
 def enabled() -> bool:
     """Whether one-row projections may take this kernel: the switch is on and it compiled here."""
-    switch = os.environ.get(SWITCH, "1")
-    if switch not in ("0", "1"):
-        raise ValueError(f"{SWITCH} must be 0 or 1, got {switch!r}")
-    return switch == "1" and _compiled()
+    return switch_on(SWITCH) and _compiled()
 
 
 def _packed_bits(packed: torch.Tensor) -> np.ndarray:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from asr_kernels import switch_on
+
 MADV_COLLAPSE = 25
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 SWITCH = "QWEN3_ASR_HUGE_PAGES"     # "0": never collapse, "1": the default (the EngineConfig knob's None)
@@ -64,12 +66,7 @@ def thp_mode(setting: Path = THP_SETTING) -> str | None:
 
 def wanted(knob: bool | None) -> bool:
     """The EngineConfig knob: None means on, unless ``QWEN3_ASR_HUGE_PAGES=0``."""
-    if knob is not None:
-        return knob
-    switch = os.environ.get(SWITCH, "1")
-    if switch not in ("0", "1"):
-        raise ValueError(f"{SWITCH} must be 0 or 1, got {switch!r}")
-    return switch == "1"
+    return knob if knob is not None else switch_on(SWITCH)
 
 
 def tensor_range(t: torch.Tensor) -> tuple[int, int] | None:
