@@ -49,15 +49,20 @@ def as_float(typingctx, value):
     return types.float32(types.uint32), codegen
 
 
+def emit_prefetch(builder, pointer) -> None:
+    """LLVM IR asking for the cache line at ``pointer`` (an i8*) ahead of its use: llvm.prefetch
+    for a read, kept in every cache level, of data."""
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                              "llvm.prefetch.p0i8")
+    builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 @intrinsic
 def prefetch(typingctx, address):
-    """Ask for the cache line at ``address`` ahead of its use (llvm.prefetch: read, keep, data)."""
+    """Ask for the cache line at ``address`` ahead of its use (``emit_prefetch``)."""
     def codegen(context, builder, signature, args):
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                                  "llvm.prefetch.p0i8")
-        builder.call(function, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
-                                ir.Constant(i32, 1)])
+        emit_prefetch(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
         return context.get_dummy_value()
     return types.void(types.int64), codegen
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import as_float, call_int, kernel, ptr, round_into
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, kernel, ptr, round_into
 
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block")
@@ -41,9 +40,6 @@ def _block_dot(block: int):
         two bfloat16 (even k in the low half). Each add rounds once: no contraction, no reassociation."""
         def codegen(context, builder, signature, args):
             w_at, x_even_at, x_odd_at, pairs, out_at = args
-            prefetch = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32, _I32, _I32]),
-                "llvm.prefetch.p0i8")
             words = builder.inttoptr(w_at, _V8I.as_pointer())                 # [pairs * groups] x 8 words
             raw = builder.inttoptr(w_at, ir.IntType(8).as_pointer())
             x_even = builder.inttoptr(x_even_at, _F32.as_pointer())
@@ -70,8 +66,7 @@ def _block_dot(block: int):
                                                               _const(_I32, 0)), undef, splat)
             ahead = builder.add(builder.mul(i, _const(_I64, block * 4)), _const(_I64, PREFETCH_BYTES))
             for line in range(lines):                              # this pair's words, line by line
-                builder.call(prefetch, [builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]),
-                                        _const(_I32, 0), _const(_I32, 3), _const(_I32, 1)])
+                emit_prefetch(builder, builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]))
             sums = []
             for g, acc in enumerate(accs):
                 at = builder.add(builder.mul(i, _const(_I64, groups)), _const(_I64, g))

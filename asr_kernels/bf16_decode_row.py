@@ -46,7 +46,6 @@ _kernels = None
 _team_body = 0          # the address of attend_team, the C body run_compiled calls
 _heads_body = 0         # the address of attend_heads_team: one row's key heads shared out
 _TEAM_FIELDS: tuple = ()
-_HEADS_FIELDS: tuple = ()
 _queries: tuple[int, int] | None = None    # the OpenMP team queries a compiled body calls (team_queries)
 _LAYER_SLOTS: list = []   # where attend_rows writes each layer's fields in team_data
 # Work below these sizes costs less than handing a share of it to a team thread: cached positions
@@ -71,13 +70,13 @@ def bits(t: torch.Tensor) -> int:
 @functools.lru_cache(maxsize=1)
 def compile_kernels() -> bool:
     """Compile (or load from numba's cache) the kernels; False where numba is missing or fails."""
-    global _kernels, _team_body, _heads_body, _TEAM_FIELDS, _HEADS_FIELDS, _LAYER_SLOTS, _queries
+    global _kernels, _team_body, _heads_body, _TEAM_FIELDS, _LAYER_SLOTS, _queries
     try:
         from asr_kernels import _bf16_decode_row_jit as jit
 
         _kernels = (jit.residual_norm_k, jit.prologue_k, jit.attend_k, jit.silu_mul_k, jit.attend_rows_k)
         _team_body, _TEAM_FIELDS = jit.attend_team.address, jit.TEAM_FIELDS
-        _heads_body, _HEADS_FIELDS = jit.attend_heads_team.address, jit.HEADS_FIELDS
+        _heads_body = jit.attend_heads_team.address
         _queries = team_queries()
         _LAYER_SLOTS = [_TEAM_FIELDS.index(name) for name in ("q", "k_cache", "v_cache", "block_size", "out", "heads",
                                                               "kv_heads", "head_dim")]
@@ -119,6 +118,7 @@ def attend(q: int, k_cache: int, v_cache: int, table: np.ndarray, block_size: in
         _kernels[2](q, k_cache, v_cache, table, block_size, ctx, out, heads, kv_heads, head_dim)
         return
     table = np.ascontiguousarray(table, np.int64)       # the body reads it by address
+    # the fields of jit.HEADS_FIELDS, in its order
     data = np.array((*_queries, q, k_cache, v_cache, table.ctypes.data, len(table), block_size, ctx, out, heads,
                      kv_heads, head_dim, shares), np.int64)
     run_compiled(_heads_body, data.ctypes.data, shares)

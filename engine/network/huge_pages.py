@@ -5,8 +5,8 @@ pages that walk touches 300,000 page-table entries a step; on 2 MB pages, 600. T
 on for every allocation (torch's ``THP_MEM_ALLOC_ENABLE=1``) also hands each big activation fresh
 2 MB pages to zero, which costs a queue more than the weights gain, so only the weights move:
 ``madvise(MADV_COLLAPSE)`` (Linux 6.1+) over each weight's whole 2 MB pages, after load, in a
-background thread at low priority (about 2 s of one core for the 0.6B; the kernel copies the pages
-while the engine runs, and the contents never change). Where the machine's administrator turned
+background thread at low priority (the kernel copies the pages while the engine runs, and the
+contents never change). Where the machine's administrator turned
 huge pages off (``/sys/kernel/mm/transparent_hugepage/enabled`` says ``[never]``) nothing is asked,
 by choice: MADV_COLLAPSE would still work. The kernel refuses ranges it cannot move (a kernel
 before 6.1, a weight still mapped from its checkpoint file): those stay, and ``CollapseResult``
@@ -81,14 +81,14 @@ def tensor_range(t: torch.Tensor) -> tuple[int, int] | None:
 
 
 def whole_pages(address: int, size: int) -> tuple[int, int]:
-    """The 2 MB pages lying wholly inside [address, address + size): (start, length), maybe 0 long."""
+    """The huge pages lying wholly inside [address, address + size): (start, length), maybe 0 long."""
     start = -(-address // HUGE_PAGE) * HUGE_PAGE
     end = (address + size) // HUGE_PAGE * HUGE_PAGE
     return start, max(0, end - start)
 
 
 def collapse(ranges: list[tuple[int, int]], mode: str | None = None) -> CollapseResult:
-    """MADV_COLLAPSE over the whole 2 MB pages of each (address, bytes) range."""
+    """MADV_COLLAPSE over the whole huge pages of each (address, bytes) range."""
     pages = [whole_pages(a, n) for a, n in ranges]
     result = CollapseResult(asked=sum(n for _, n in pages))
     mode = thp_mode() if mode is None else mode

@@ -23,7 +23,6 @@ from engine.network.loading import (
     resolve_dtype,
 )
 from engine.network import huge_pages
-from engine.network.huge_pages import BackgroundCollapse
 from engine.serving.config import EngineConfig
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
@@ -102,7 +101,7 @@ class EngineCore:
         on_cuda = self.torch_device.type == "cuda"
         # Decode steps read every projection weight: 2 MB pages spare their page walks, and the
         # move runs beside the engine (huge_pages). None where skipped; .wait() gives the result.
-        self.weight_pages = BackgroundCollapse(self.net.projection_tensors(), owner=self.net) \
+        self.weight_pages = huge_pages.BackgroundCollapse(self.net.projection_tensors(), owner=self.net) \
             if not on_cuda and huge_pages.wanted(config.huge_page_weights) else None
         # flash-attn's paged kernels want 256-slot blocks. CPU attention reads a row in place
         # across consecutive blocks (the allocator keeps tables consecutive), so CPU blocks
