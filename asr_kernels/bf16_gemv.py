@@ -68,8 +68,9 @@ def _packed_bits(packed: torch.Tensor) -> np.ndarray:
 def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
     """The block width b in ``BLOCKS`` for which ``packed`` holds the bfloat16 ``weight`` [n, k] as
     [n / b][k / 2][b][2] with no padding, or None. The first, a middle and the last block are
-    compared whole: the layout is one rule for every block. Where they match under both widths
-    (rows alike, as zeros are) the layout is not told apart, and oneDNN keeps the weight."""
+    compared whole: the layout is one rule for every block. Where those match under both widths (rows
+    alike, as zeros are: a checkpoint padded to larger dimensions), every block is compared under each;
+    a width under which all of them hold reads the weight right, whichever oneDNN chose."""
     n, k = weight.shape
     if weight.dtype != torch.bfloat16 or k % 2 or not n:
         return None
@@ -80,15 +81,17 @@ def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
     if raw.size != n * k:
         return None
     plain = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
-    def holds(block: int) -> bool:
+    def holds(block: int, whole: bool = False) -> bool:
         blocks = n // block
         return n % block == 0 and all(
             np.array_equal(raw[b * block * k:(b + 1) * block * k],
                            plain[b * block:(b + 1) * block].reshape(block, k // 2, 2).transpose(1, 0, 2).reshape(-1))
-            for b in sorted({0, blocks // 2, blocks - 1}))
+            for b in (range(blocks) if whole else sorted({0, blocks // 2, blocks - 1})))
 
     found = [block for block in BLOCKS if holds(block)]
-    return found[0] if len(found) == 1 else None
+    if len(found) > 1:      # the sampled blocks read alike both ways (zero rows, a padded checkpoint): all of them
+        found = [block for block in found if holds(block, whole=True)][:1]   # both whole: the same bytes either way
+    return found[0] if found else None
 
 
 class RowGemv:

@@ -96,14 +96,30 @@ def test_reads_onednn_packing_only_where_it_is_the_layout():
     other = w.clone()
     other[-1, -1] += 1                        # the last block differs from what was packed
     assert bf16_gemv.packed_block(packed, other) is None
-    zeros = torch.zeros(128, 64, dtype=torch.bfloat16)      # every layout holds it: not told apart
-    assert bf16_gemv.packed_block(torch.ops.mkldnn._reorder_linear_weight(zeros, 16), zeros) is None
     gemv = bf16_gemv.row_gemv_for(packed, w)
     if gemv is None:                          # another layout on this CPU kind: oneDNN stays
         return
     x = row(2048)
     assert torch.equal(gemv(x)[0], bf16_gemv.gemv_reference(x[0], w))
     assert (gemv(x) != packed_linear(x, packed)).float().mean() < 1e-2    # oneDNN: another sum order
+
+
+@pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN packing: nothing to read")
+def test_reads_a_weight_padded_with_zero_rows():
+    """A checkpoint widened with zero rows (tests/widened_model.py) reads alike under both widths in the
+    blocks the check samples: every block then decides, and one-row steps still take the kernel."""
+    plain = weight(1024, 2048)
+    here = bf16_gemv.packed_block(torch.ops.mkldnn._reorder_linear_weight(plain, 16), plain)  # this CPU's layout
+    padded = torch.zeros(1024, 2048, dtype=torch.bfloat16)
+    padded[64:512] = plain[64:512]            # rows 0-63, 512-575 and 960-1023 (the sampled blocks) stay zero
+    packed = torch.ops.mkldnn._reorder_linear_weight(padded, 16)
+    assert bf16_gemv.packed_block(packed, padded) == here
+    if here is None:                          # another layout on this CPU kind: oneDNN stays
+        return
+    x = row(2048)
+    assert torch.equal(bf16_gemv.row_gemv_for(packed, padded)(x)[0], bf16_gemv.gemv_reference(x[0], padded))
+    zeros = torch.zeros(128, 64, dtype=torch.bfloat16)      # every width holds it whole: the first is read
+    assert bf16_gemv.packed_block(torch.ops.mkldnn._reorder_linear_weight(zeros, 16), zeros) == bf16_gemv.BLOCKS[0]
 
 
 @pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN packing")
@@ -132,6 +148,11 @@ _AVX512_BF16_ONLY = textwrap.dedent("""
     x = torch.randn(1, 1024).to(torch.bfloat16)
     assert gemv is not None and gemv.block == 64, gemv and gemv.block
     assert torch.equal(gemv(x)[0], bf16_gemv.gemv_reference(x[0], w))
+    p = torch.zeros_like(w)
+    p[64:1024] = w[64:1024]                   # zero where the check samples under both widths
+    gp = bf16_gemv.row_gemv_for(torch.ops.mkldnn._reorder_linear_weight(p, 16), p)
+    assert gp is not None and gp.block == 64, gp and gp.block
+    assert torch.equal(gp(x)[0], bf16_gemv.gemv_reference(x[0], p))
     print("ok")
 """)
 
