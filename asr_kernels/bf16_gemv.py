@@ -89,9 +89,11 @@ def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
             for b in (range(blocks) if whole else sorted({0, blocks // 2, blocks - 1})))
 
     found = [block for block in BLOCKS if holds(block)]
-    if len(found) > 1:      # the sampled blocks read alike both ways (zero rows, a padded checkpoint): all of them
-        found = [block for block in found if holds(block, whole=True)][:1]   # both whole: the same bytes either way
-    return found[0] if found else None
+    if len(found) < 2:
+        return found[0] if found else None
+    # the sampled blocks read alike both ways (zero rows, a padded checkpoint): the first width that holds
+    # whole (where both would, the bytes are the same either way)
+    return next((block for block in found if holds(block, whole=True)), None)
 
 
 class RowGemv:

@@ -316,8 +316,7 @@ def test_one_row_decoder_is_decoder_forward_bit_for_bit_and_near_the_torch_path(
         assert torch.nn.functional.cosine_similarity(h.float(), h_ref.float()).item() > 0.999
         for a, b in zip(cache_rows, cache_ref):        # k (rotated) and v of every layer, as the torch path wrote
             # the hidden state's bound: a projection's last-bit difference (oneDNN's sum order is its own,
-            # and differs by CPU kind) goes through the k norm and the rotation; on AVX512-BF16 without AMX
-            # that came to 2 steps of a bfloat16 (-1.5234 against -1.5391), over the old 2 * 2 ** -8 bound
+            # and differs by CPU kind) goes through the k norm and the rotation
             assert (a.float() - b.float()).abs().max() <= 4 * 2 ** -8 * b.abs().max().clamp_min(1e-3)
 
 

@@ -20,7 +20,7 @@ MB = 1 << 20
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages are Linux's")
 
 
-def test_only_whole_2mb_pages_inside_a_range_are_asked_for():
+def test_only_whole_huge_pages_inside_a_range_are_asked_for():
     H = HUGE_PAGE
     assert whole_pages(H // 2, 5 * H // 2) == (H, 2 * H)         # 0.5-3 pages hold the pages at 1 and 2
     assert whole_pages(H, 2 * H) == (H, 2 * H)
