@@ -141,6 +141,38 @@ def test_committed_segments_equal_offline_transcription(eng, sentences, steps_pe
     assert len(rec.updates()) >= 2 and stream.tentative == ""
 
 
+@pytest.mark.parametrize("update_interval, steps_per_block", [(0.5, 8), (0.5, 3)])
+def test_the_pass_over_a_pause_is_the_final_pass(eng, sentences, update_interval, steps_per_block):
+    """Once a pause has lasted half of min_silence_s, an update runs over the utterance up to where
+    the pause began (padded): if the pause goes on, that update is the final pass, finished (it
+    commits at once) or still running (it is handed over), and no other pass is submitted."""
+    audio, _ = sentences
+    stream = eng.open_stream(context=BASE_CONTEXT, update_interval=update_interval, max_new_tokens=8)
+    rec = Recorder(eng, stream)
+    handed: list[tuple[bool, tuple[int, int]]] = []    # (finished when handed over, span) per final
+    updates: dict[int, tuple[int, int]] = {}
+    record = stream.on_request
+
+    def on_request(kind, req, span):
+        if kind == "update":
+            updates[req.id] = span
+        else:
+            handed.append((req.finished, span) if req.id in updates else (None, span))
+        record(kind, req, span)
+
+    stream.on_request = on_request
+    rec.feed(audio, np.random.default_rng(11), steps_per_block=steps_per_block)
+    rec.finish()
+    assert len(stream.committed) == len(SENTENCES)
+    _assert_offline_equal(eng, stream, audio)         # each is exactly an offline pass over its own span
+    assert all(was is not None for was, _ in handed), "a final pass was submitted besides the updates"
+    # Many steps a block: the pass finished before the pause ended the utterance (it commits at
+    # once); few: it was still running, and ran on as the final.
+    assert all(was == (steps_per_block > 3) for was, _ in handed)
+    for final, (_, span) in zip(stream.finals, handed):
+        assert (final.start, final.end) == span
+
+
 def test_update_cost_is_bounded_in_a_long_session(eng, spoken):
     # ~65 s of speech whose pauses (0.15 s) never end an utterance: the tracker must cut it.
     gap = np.zeros(int(0.15 * SR), np.float32)

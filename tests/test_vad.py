@@ -196,6 +196,25 @@ def test_utterance_tracker_one_start_and_end_per_sentence(detector, sentences):
     assert tracker.open_start is None
 
 
+def test_a_pause_names_the_end_its_utterance_gets(detector, sentences):
+    """While a pause goes on, ``pause`` gives the end the utterance's end event will give, and how
+    long the pause has lasted; it is None while speech goes on and between utterances."""
+    audio, spans = sentences
+    tracker = UtteranceTracker(detector)
+    promised, seen = [], []
+    for i in range(0, len(audio), 800):                     # 50 ms blocks
+        before = tracker.pause
+        for event in tracker.feed(audio[i:i + 800]):
+            if event[0] == "end":
+                assert before is not None and before[0] == event[2]   # the end it named a block ago
+                promised.append(before)
+        seen.append(tracker.pause)
+        if tracker.open_start is None:
+            assert tracker.pause is None
+    assert len(promised) == len(spans)
+    assert any(p is not None and p[1] >= tracker.min_silence // 2 for p in seen)
+
+
 def test_utterance_tracker_cuts_long_utterances(detector, long_speech):
     tracker = UtteranceTracker(detector, max_utterance_s=6.0)
     events = _feed(tracker, long_speech, seed=1)

@@ -171,6 +171,16 @@ class UtteranceTracker:
         """Samples fed so far."""
         return self._offset + len(self._buf)
 
+    @property
+    def pause(self) -> tuple[int, int] | None:
+        """``(end, silent)`` while the open utterance is in a pause: the end its ``("end", s, e)``
+        event will give if the pause lasts ``min_silence_s``, and the samples of silence so far;
+        None while speech goes on (or no utterance is open)."""
+        tr = self._tracker
+        if self._open is None or tr.temp_end is None:
+            return None
+        return tr.temp_end + tr.end_pad, tr.position - tr.temp_end
+
     def feed(self, block) -> list[tuple]:
         """Add samples; return the events they caused."""
         arr = _as_audio(block)

@@ -84,16 +84,22 @@ class FinalPass:
             self.align.cancel()
 
 
+def covers(span: tuple[int, int], context: str, start: int, end: int, final_context: str, extra: int) -> bool:
+    """Whether a pass over ``span`` with ``context`` is the final pass of the utterance ``[start, end)``
+    with ``final_context``: the whole utterance and at most ``extra`` samples more (of silence: the
+    utterance ended, it was not cut short), with the same context."""
+    s, e = span
+    return s == start and end <= e <= end + extra and context == final_context
+
+
 def covering_update(last: tuple | None, start: int, end: int, context: str,
                     extra: int) -> tuple[Request, int] | None:
     """The last finished update of the utterance ``[start, end)``, and where its audio ends, when it
-    can serve as the final pass: it covers the whole utterance and at most ``extra`` samples more
-    (of silence: the utterance ended, it was not cut short), with the same context, so it is the
-    offline pass over ``[start, its end)`` already done, and its text commits at once."""
+    can serve as the final pass (``covers``): it is the offline pass over ``[start, its end)``
+    already done, and its text commits at once."""
     if last is None or extra <= 0:
         return None
-    request, (s, e), ctx = last
-    if (s == start and end <= e <= end + extra and ctx == context
-            and request.finish_reason in ("stop", "length")):
-        return request, e
+    request, span, ctx = last
+    if covers(span, ctx, start, end, context, extra) and request.finish_reason in ("stop", "length"):
+        return request, span[1]
     return None

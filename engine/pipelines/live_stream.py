@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.network.features import SAMPLE_RATE
 from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS, PRIORITY
-from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update
+from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update, covers
 from engine.pipelines.live_speakers import stream_speakers
 from engine.pipelines.pass_draft import PassDraft
 from engine.serving.request import Request, RequestOutput
@@ -305,53 +305,99 @@ class Stream:
         self.state = "closing"
 
     def _maybe_update(self) -> None:
-        """Re-transcribe the open utterance when an interval of stream time has passed."""
-        if self._open is None or self._position < self._next_update:
+        """Re-transcribe the open utterance when an interval of stream time has passed. In a pause
+        a pass ends where the pause began (padded): if the pause goes on, that pass is the final
+        one (``_end`` takes it as such). Once the pause has lasted half of ``min_silence_s`` such a
+        pass starts at once, in place of an update in flight that would not serve."""
+        if self._open is None:
             return
-        missed = (self._position - self._next_update) // self._cadence + 1
-        self._next_update += missed * self._cadence
+        due = self._position >= self._next_update
+        if due:
+            missed = (self._position - self._next_update) // self._cadence + 1
+            self._next_update += missed * self._cadence
+        pause = self._tracker.pause
+        end = pause[0] if pause is not None and pause[0] <= self._position else None
+        early = (end is not None and pause[1] >= self._tracker.min_silence // 2
+                 and not self._final_ready(end))
+        if not (due or early):
+            return
         if self._update is not None:
-            return                               # still running: skip this one rather than queue it
-        span = self._update_span = (self._open, self._position)
-        self._update_context = self._context()
+            if not early:
+                return                           # still running: skip this one rather than queue it
+            self._drop_update()                  # the early pass hears more of the utterance
+        span = (self._open, self._position if end is None else end)
+        context = self._context()
+        last = self._last_update
+        if last is not None and last[1] == span and last[2] == context:
+            return                               # the same audio as the last pass: the same text
+        if early:
+            self._next_update = self._position + self._cadence   # it takes this interval's update's place
+        self._update_span, self._update_context = span, context
         self._update_answered = False
-        self._update = self._submit(span, self._update_context)
+        self._update = self._submit(span, context)
         self._notify_request("update", self._update, span)
 
+    def _final_ready(self, end: int) -> bool:
+        """Whether the update in flight, or the last finished one, is the final pass of the open
+        utterance if it ends at ``end``."""
+        start, context, extra = self._open, self._context(), self._covering_extra
+        if self._update is not None:
+            return covers(self._update_span, self._update_context, start, end, context, extra)
+        return covering_update(self._last_update, start, end, context, extra) is not None
+
     def _end(self, start: int, end: int, *, silence_after: bool) -> None:
-        """The utterance ``[start, end)`` is over: cancel its update, submit its final pass, unless
-        the last finished update already is one (``covering_update``)."""
-        self._drop_update()
+        """The utterance ``[start, end)`` is over: submit its final pass, unless the last finished
+        update already is one (``covering_update``) or the update in flight will be (it is then
+        kept, at a final's priority); any other update in flight is cancelled."""
         start = max(start, self._buf_start)
+        context = self._context()
+        running = self._running_final(start, end, context) if silence_after and end > start else None
+        self._drop_update()
         last, self._last_update = self._last_update, None
         if end - start <= 0:
             self._draft.next_utterance()
             return
-        context = self._context()
         covering = covering_update(last, start, end, context, self._covering_extra) if silence_after else None
-        if covering is not None:
-            request, end = covering
+        if running is not None:
+            request, end, answered = running
+        elif covering is not None:
+            (request, end), answered = covering, True     # a covering update finished already
         else:
-            request = self._submit((start, end), context, final=True)
+            request, answered = self._submit((start, end), context, final=True), False
         self._draft.next_utterance()
         keep = self.word_timestamps and self.engine.aligner is not None
         final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
-                          samples=self._slice(start, end) if keep else None,
-                          answered=covering is not None)     # a covering update finished already
+                          samples=self._slice(start, end) if keep else None, answered=answered)
         self._pending.append(final)
         if self.speakers is not None:
             self.speakers.hear(final, self._slice(start, end))
         self._preview = self.stable_prefix = ""
         self._notify_request("final", request, (start, end))
 
+    def _running_final(self, start: int, end: int, context: str) -> tuple[Request, int, bool] | None:
+        """The update in flight (request, where its audio ends, whether it finished) when it is the
+        final pass of ``[start, end)``, as ``covering_update`` decides for a finished one; it is
+        handed over: the stream no longer tracks it as its update, and it runs at a final's priority."""
+        update = self._update
+        if update is None or update.error or update.finish_reason not in (None, "stop", "length"):
+            return None
+        if not covers(self._update_span, self._update_context, start, end, context, self._covering_extra):
+            return None
+        answered, self._update = self._update_answered, None
+        update.priority = self._final_priority()
+        return update, self._update_span[1], answered
+
+    def _final_priority(self) -> int:
+        # Finals one above updates: with many streams on a busy engine, the text people keep
+        # must not wait behind previews of the same or other streams, which are redone anyway.
+        return min(self.priority + 1, int(PRIORITY.high))
+
     def _submit(self, span: tuple[int, int], context: str | None = None, final: bool = False) -> Request:
         """Queue a pass over ``span`` of the open utterance, reusing what its last pass computed."""
         cap = self.max_new_tokens
         if callable(cap):                        # a cap that follows the pass's audio length
             cap = max(1, int(cap((span[1] - span[0]) / SAMPLE_RATE)))
-        # Finals one above updates: with many streams on a busy engine, the text people keep
-        # must not wait behind previews of the same or other streams, which are redone anyway.
-        priority = min(self.priority + 1, int(PRIORITY.high)) if final else self.priority
+        priority = self._final_priority() if final else self.priority
         request = self.engine.make_request(self._slice(*span), language=self.language,
                                            context=self._context() if context is None else context,
                                            max_new_tokens=cap, priority=priority)
