@@ -317,8 +317,11 @@ class Stream:
             self._next_update += missed * self._cadence
         pause = self._tracker.pause
         end = pause[0] if pause is not None and pause[0] <= self._position else None
+        if not due and end is None:
+            return
+        context = self._context()
         early = (end is not None and pause[1] >= self._tracker.min_silence // 2
-                 and not self._final_ready(end))
+                 and not self._final_ready(end, context))
         if not (due or early):
             return
         if self._update is not None:
@@ -326,7 +329,6 @@ class Stream:
                 return                           # still running: skip this one rather than queue it
             self._drop_update()                  # the early pass hears more of the utterance
         span = (self._open, self._position if end is None else end)
-        context = self._context()
         last = self._last_update
         if last is not None and last[1] == span and last[2] == context:
             return                               # the same audio as the last pass: the same text
@@ -337,10 +339,10 @@ class Stream:
         self._update = self._submit(span, context)
         self._notify_request("update", self._update, span)
 
-    def _final_ready(self, end: int) -> bool:
+    def _final_ready(self, end: int, context: str) -> bool:
         """Whether the update in flight, or the last finished one, is the final pass of the open
-        utterance if it ends at ``end``."""
-        start, context, extra = self._open, self._context(), self._covering_extra
+        utterance if it ends at ``end`` with ``context``."""
+        start, extra = self._open, self._covering_extra
         if self._update is not None:
             return covers(self._update_span, self._update_context, start, end, context, extra)
         return covering_update(self._last_update, start, end, context, extra) is not None
