@@ -46,7 +46,7 @@ def clips(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def long_clip(clips, tmp_path_factory):
-    return long_file(tmp_path_factory.mktemp("long"), clips, repeat=2)
+    return long_file(tmp_path_factory.mktemp("long"), clips, repeat=3)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from engine.network import ops
 from engine.network.modules import Qwen3ASRNetwork
 from asr_kernels import bf16_decode_row as row_kernels
+from asr_kernels import bf16_prompt_attention as prompt_kernel
 from asr_kernels import triton_available
 from asr_kernels.qk_norm_rope import _check as check_qk_norm_rope
 from asr_kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_cpu, signed_sin
@@ -143,7 +144,8 @@ def paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tenso
 def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
                              meta: StepMetadata) -> torch.Tensor:
     """paged_attention for bfloat16 on CPU with the compiled kernels: the rows of one query (decode
-    rows) through ``bf16_decode_row.attend_rows``, a longer row through SDPA as there.
+    rows) through ``bf16_decode_row.attend_rows``, a prompt's rows through ``bf16_prompt_attention``
+    where the CPU has AVX512-BF16 without AMX, else SDPA as there.
     q: [tokens, heads, hd]; cache_k/v: [blocks, block_size, kv_heads, hd] -> [tokens, heads * hd]."""
     tokens, heads, hd = q.shape
     block_size, kv_heads = cache_k.shape[1], cache_k.shape[2]
@@ -154,13 +156,18 @@ def compiled_paged_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: to
     out = (torch.empty if covered == tokens else torch.zeros)(tokens, heads * hd, dtype=q.dtype)  # padding: zero
     if len(batch.ctxs):
         row_kernels.attend_rows(q, cache_k, cache_v, batch, out, heads, kv_heads)
+    prompts = [row for row in plan if row.n > 1]
+    if prompts and prompt_kernel.supports(hd) and prompt_kernel.enabled():
+        for row in prompts:
+            prompt_kernel.attend_prompt(q.narrow(0, row.start, row.n), cache_k, cache_v, row.table, row.ctx,
+                                        out.narrow(0, row.start, row.n))
+        return out
     keys, values = cache_k.transpose(1, 2), cache_v.transpose(1, 2)   # [blocks, kv_heads, block_size, hd]
-    for row in plan:
-        if row.n > 1:
-            q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
-            o = ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row),
-                              attn_mask=row.mask, is_causal=row.causal, enable_gqa=True)
-            out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
+    for row in prompts:
+        q_heads = q.narrow(0, row.start, row.n).transpose(0, 1)[None]   # [1, heads, n, hd]
+        o = ops.attention(q_heads, _row_kv(cache_k, keys, row), _row_kv(cache_v, values, row),
+                          attn_mask=row.mask, is_causal=row.causal, enable_gqa=True)
+        out[row.start:row.start + row.n] = o[0].transpose(0, 1).reshape(row.n, heads * hd)
     return out
 
 

@@ -8,9 +8,11 @@ clip's start; windows of equal length run as one batched attention call.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from asr_kernels import bf16_prompt_attention as prompt_kernel
 from engine.network import ops
 from engine.network.config import audio_token_count, conv_output_length
 from engine.network.modules import Qwen3ASRNetwork
@@ -95,8 +97,12 @@ def _window_groups(token_counts: list[int], window: int) -> dict[int, list[int]]
     return groups
 
 
+_ONE_BLOCK = np.zeros(1, np.int64)   # a window's block table for bf16_prompt_attention
+
+
 def _windowed_attention(layer, x: torch.Tensor, groups, heads: int) -> torch.Tensor:
-    """Bidirectional attention inside each window. x: [tokens, d] -> [tokens, d]."""
+    """Bidirectional attention inside each window (the prompt kernel's bfloat16 tiles where it runs,
+    else SDPA over the windows of each length at once). x: [tokens, d] -> [tokens, d]."""
     attn = layer.self_attn
     tokens, d = x.shape
     hd = d // heads
@@ -104,6 +110,17 @@ def _windowed_attention(layer, x: torch.Tensor, groups, heads: int) -> torch.Ten
     k = padded_linear(attn.k_proj, x).view(tokens, heads, hd)
     v = padded_linear(attn.v_proj, x).view(tokens, heads, hd)
     out = torch.empty_like(q)
+    if (q.dtype == torch.bfloat16 and q.device.type == "cpu" and prompt_kernel.supports(hd)
+            and prompt_kernel.enabled()):
+        # each window as a prompt whose keys are one cache block of its own length, every query seeing all
+        flat = out.view(tokens, d)
+        for length, starts in groups.items():
+            for start in starts:
+                window = slice(start, start + length)
+                prompt_kernel.attend_prompt(q[window], k[window].view(1, length, heads, hd),
+                                            v[window].view(1, length, heads, hd), _ONE_BLOCK, length, flat[window],
+                                            causal=False)
+        return padded_linear(attn.out_proj, flat)
     for length, starts in groups.items():
         idx = (torch.tensor(starts, device=x.device)[:, None] + torch.arange(length, device=x.device)).reshape(-1)
         qg, kg, vg = (t.index_select(0, idx).view(len(starts), length, heads, hd).transpose(1, 2) for t in (q, k, v))
