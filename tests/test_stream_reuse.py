@@ -146,7 +146,7 @@ def test_passes_equal_offline_while_finals_overlap_the_next_utterance(eng, word)
 
     def on_request(kind, req, span):
         final_running = any(k == "final" and not r.finished for k, r, *_ in passes)
-        passes.append((kind, req, span, stream._context(), final_running))
+        passes.append((kind, req, span, stream.pass_context, final_running))
 
     stream.on_request = on_request
     block = SR // 3     # a third of a second a step: the next utterance starts while the last final runs

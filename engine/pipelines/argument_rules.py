@@ -70,6 +70,17 @@ class NumberRule:
                              f"{_show(self.high)}{' ' + self.unit if self.unit else ''} (got {_show(value)})") from None
 
 
+def positive_seconds(value, name: str) -> float:
+    """A duration that must be more than zero (no upper bound), as a float, or a ValueError naming it."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be more than 0 seconds, got {value!r}")
+    return seconds
+
+
 def _show(value) -> str:
     if isinstance(value, int):
         return str(value)

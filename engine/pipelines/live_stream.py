@@ -18,8 +18,6 @@ does to file jobs: the stream learns that a pass finished from the push.
 """
 from __future__ import annotations
 
-import math
-import os
 import threading
 import time
 from collections import deque
@@ -28,37 +26,16 @@ from typing import Callable
 import numpy as np
 
 from engine.network.features import SAMPLE_RATE
-from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS, PRIORITY
+from engine.pipelines.argument_rules import MAX_UTTERANCE_SECONDS, PRIORITY, positive_seconds
 from engine.pipelines.final_pass import COVERING_EXTRA_S, FinalPass, covering_update, covers
 from engine.pipelines.live_speakers import stream_speakers
 from engine.pipelines.pass_draft import PassDraft
+from engine.pipelines.stream_audio import KeptSamples, take_front
+from engine.pipelines.stream_text import RecentContext, stable_prefix
 from engine.serving.request import Request, RequestOutput
 from engine.text.types import Segment
 
 __all__ = ["FinalPass", "Stream", "stable_prefix"]
-
-
-def _seconds(value, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
-    """A duration option as a float, or a ValueError naming it."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(seconds) or (above is not None and seconds <= above) or (
-            at_least is not None and seconds < at_least):
-        bound = f"more than {above:g}" if above is not None else f"at least {at_least:g}"
-        raise ValueError(f"{name} must be {bound} seconds, got {value!r}")
-    return seconds
-
-
-def stable_prefix(previous: str, latest: str) -> str:
-    """The start two consecutive updates agree on, cut back to a whole word where words have spaces."""
-    n = len(os.path.commonprefix([previous, latest]))
-    if n < len(previous) or n < len(latest):
-        cut = latest.rfind(" ", 0, n + 1)   # the texts part inside a word: keep the words before it
-        if cut >= 0:
-            n = cut
-    return latest[:n].rstrip()
 
 
 class Stream:
@@ -96,9 +73,9 @@ class Stream:
         from engine.audio.vad_stream import UtteranceTracker
         from engine.text.prompt import language_name
 
-        update_interval = _seconds(update_interval, "update_interval", above=0.0)
+        update_interval = positive_seconds(update_interval, "update_interval")
         max_utterance_s = MAX_UTTERANCE_SECONDS.check(max_utterance_s)   # the chunk-length bounds
-        min_silence_s = _seconds(min_silence_s, "min_silence_s", above=0.0)
+        min_silence_s = positive_seconds(min_silence_s, "min_silence_s")
         if not isinstance(recent_context_chars, int) or recent_context_chars < 0:
             raise ValueError(f"recent_context_chars must be a non-negative integer, got {recent_context_chars!r}")
         if not (max_new_tokens is None or callable(max_new_tokens)
@@ -143,9 +120,7 @@ class Stream:
         self._inbox: deque[np.ndarray] = deque()
         self._closed = False
         self._cancelled = False
-        self._position = 0                      # samples heard (and fed to the VAD) so far
-        self._buf = np.zeros(0, np.float32)     # samples [_buf_start, _position)
-        self._buf_start = 0
+        self._kept = KeptSamples()              # samples heard (and fed to the VAD); the open utterance's kept
         self._open: int | None = None           # start sample of the open utterance
         self._next_update = 0
         self._update: Request | None = None     # the one tentative update in flight, if any
@@ -158,7 +133,7 @@ class Stream:
         self._last_advance: float | None = None  # monotonic time of the last advance (sizes the next slice)
         self._preview = ""                      # latest update text of the open utterance
         self._pending: list[FinalPass] = []     # submitted finals, in utterance order
-        self._recent = ""                       # the tail of the committed text, for context
+        self._recent = RecentContext(context, recent_context_chars)   # every pass's context
 
     # ------------------------------------------------------------ any thread
     def feed(self, pcm) -> None:
@@ -201,7 +176,7 @@ class Stream:
     def lag_seconds(self) -> float:
         """How far the text shown is behind the audio fed: seconds of the open utterance (and of audio
         not taken in yet) that no finished pass has covered. Between utterances, only the latter."""
-        covered = self._position if self._open is None else max(self._open, self._update_end)
+        covered = self._kept.position if self._open is None else max(self._open, self._update_end)
         return max(0, self._received - covered) / SAMPLE_RATE
 
     @property
@@ -212,12 +187,17 @@ class Stream:
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held in memory: the open utterance, or the pre-roll between utterances."""
-        return len(self._buf) / SAMPLE_RATE
+        return len(self._kept.samples) / SAMPLE_RATE
 
     @property
     def duration(self) -> float:
         """Seconds of audio processed so far."""
-        return self._position / SAMPLE_RATE
+        return self._kept.position / SAMPLE_RATE
+
+    @property
+    def pass_context(self) -> str:
+        """The context the next pass gets: ``context`` plus the tail of the committed text."""
+        return self._recent.text()
 
     @property
     def final_contexts(self) -> list[str]:
@@ -233,7 +213,7 @@ class Stream:
         since, self._last_advance = now - (self._last_advance or now), now
         seconds = min(self.MAX_INGEST_S, max(self.MIN_INGEST_S, 2 * since))
         with self._lock:
-            blocks = self._take_inbox(round(seconds * SAMPLE_RATE))
+            blocks = take_front(self._inbox, round(seconds * SAMPLE_RATE))
             closing, cancelled = self._closed and not self._inbox, self._cancelled
         if cancelled:
             self._stop("cancelled")
@@ -251,26 +231,11 @@ class Stream:
         if self.state == "closing" and not self._pending:
             self.state = "done"
 
-    def _take_inbox(self, limit: int) -> list[np.ndarray]:
-        """Up to ``limit`` samples from the front of the inbox (the rest waits for later steps)."""
-        taken, count = [], 0
-        while self._inbox and count < limit:
-            block = self._inbox[0]
-            if count + len(block) <= limit:
-                taken.append(self._inbox.popleft())
-                count += len(block)
-            else:
-                taken.append(block[:limit - count])
-                self._inbox[0] = block[limit - count:]
-                count = limit
-        return taken
-
     def _ingest(self, block: np.ndarray) -> None:
         """Feed the VAD in pieces of at most one update interval, so updates keep their cadence."""
         for i in range(0, len(block), self._interval):
             piece = block[i:i + self._interval]
-            self._buf = np.concatenate([self._buf, piece])
-            self._position += len(piece)
+            self._kept.append(piece)
             for event in self._tracker.feed(piece):
                 self._on_event(event)
             self._maybe_update()
@@ -288,7 +253,7 @@ class Stream:
             self._begin(event[2])
 
     def _begin(self, start: int) -> None:
-        self._open = max(start, self._buf_start)
+        self._open = max(start, self._kept.start)
         self._next_update = self._open + self._cadence
         self._update_end = self._open
         self._draft.next_utterance()
@@ -311,15 +276,15 @@ class Stream:
         pass starts at once, in place of an update in flight that would not serve."""
         if self._open is None:
             return
-        due = self._position >= self._next_update
+        due = self._kept.position >= self._next_update
         if due:
-            missed = (self._position - self._next_update) // self._cadence + 1
+            missed = (self._kept.position - self._next_update) // self._cadence + 1
             self._next_update += missed * self._cadence
         pause = self._tracker.pause
-        end = pause[0] if pause is not None and pause[0] <= self._position else None
+        end = pause[0] if pause is not None and pause[0] <= self._kept.position else None
         if not due and end is None:
             return
-        context = self._context()
+        context = self._recent.text()
         early = (end is not None and pause[1] >= self._tracker.min_silence // 2
                  and not self._final_ready(end, context))
         if not (due or early):
@@ -328,12 +293,12 @@ class Stream:
             if not early:
                 return                           # still running: skip this one rather than queue it
             self._drop_update()                  # the early pass hears more of the utterance
-        span = (self._open, self._position if end is None else end)
+        span = (self._open, self._kept.position if end is None else end)
         last = self._last_update
         if last is not None and last[1] == span and last[2] == context:
             return                               # the same audio as the last pass: the same text
         if early:
-            self._next_update = self._position + self._cadence   # it takes this interval's update's place
+            self._next_update = self._kept.position + self._cadence   # it takes this interval's update's place
         self._update_span, self._update_context = span, context
         self._update_answered = False
         self._update = self._submit(span, context)
@@ -351,8 +316,8 @@ class Stream:
         """The utterance ``[start, end)`` is over: submit its final pass, unless the last finished
         update already is one (``covering_update``) or the update in flight will be (it is then
         kept, at a final's priority); any other update in flight is cancelled."""
-        start = max(start, self._buf_start)
-        context = self._context()
+        start = max(start, self._kept.start)
+        context = self._recent.text()
         running = self._running_final(start, end, context) if silence_after and end > start else None
         self._drop_update()
         last, self._last_update = self._last_update, None
@@ -368,11 +333,11 @@ class Stream:
             request, answered = self._submit((start, end), context, final=True), False
         self._draft.next_utterance()
         keep = self.word_timestamps and self.engine.aligner is not None
-        final = FinalPass(start, end, context, request, heard_at=self._position, preview=self._preview,
-                          samples=self._slice(start, end) if keep else None, answered=answered)
+        final = FinalPass(start, end, context, request, heard_at=self._kept.position, preview=self._preview,
+                          samples=self._kept.slice(start, end) if keep else None, answered=answered)
         self._pending.append(final)
         if self.speakers is not None:
-            self.speakers.hear(final, self._slice(start, end))
+            self.speakers.hear(final, self._kept.slice(start, end))
         self._preview = self.stable_prefix = ""
         self._notify_request("final", request, (start, end))
 
@@ -400,8 +365,8 @@ class Stream:
         if callable(cap):                        # a cap that follows the pass's audio length
             cap = max(1, int(cap((span[1] - span[0]) / SAMPLE_RATE)))
         priority = self._final_priority() if final else self.priority
-        request = self.engine.make_request(self._slice(*span), language=self.language,
-                                           context=self._context() if context is None else context,
+        request = self.engine.make_request(self._kept.slice(*span), language=self.language,
+                                           context=self._recent.text() if context is None else context,
                                            max_new_tokens=cap, priority=priority)
         self._draft.give(request)                # the rest it reuses, serving finds in its caches
         return self.engine.add_request(request, self._on_output)
@@ -434,27 +399,10 @@ class Stream:
         else:
             self._cadence = max(self._interval, (self._cadence + self._interval) // 2)
 
-    def _slice(self, start: int, end: int) -> np.ndarray:
-        return self._buf[start - self._buf_start:end - self._buf_start].copy()
-
     def _trim(self) -> None:
         """Keep only the open utterance, or a short pre-roll where the next one may start."""
-        keep = self._open if self._open is not None else self._position - round(self.PRE_ROLL_S * SAMPLE_RATE)
-        if keep > self._buf_start:
-            self._buf = self._buf[keep - self._buf_start:]
-            self._buf_start = keep
-
-    def _remember(self, text: str) -> None:
-        """Keep only as much committed text as the context can use, not the whole session's."""
-        keep = 2 * self.recent_context_chars
-        self._recent = (self._recent + " " + text).strip()[-keep:] if keep else ""
-
-    def _context(self) -> str:
-        """The base context plus the last ``recent_context_chars`` characters of committed text."""
-        tail = self._recent[-self.recent_context_chars:] if self.recent_context_chars else ""
-        if len(self._recent) > len(tail) and " " in tail:
-            tail = tail[tail.index(" ") + 1:]   # don't start on half a word
-        return "\n".join(part for part in (self.context, tail) if part)
+        pre_roll = self._kept.position - round(self.PRE_ROLL_S * SAMPLE_RATE)
+        self._kept.keep_from(self._open if self._open is not None else pre_roll)
 
     # --------------------------------------------------------------- results
     def _collect(self) -> None:
@@ -475,7 +423,7 @@ class Stream:
             if final.segment is not None:
                 self.committed.append(final.segment)
                 self.finals.append(final)
-                self._remember(final.segment.text)
+                self._recent.remember(final.segment.text)
             if self.speakers is not None:
                 self.speakers.resolved(final, self.committed)
             if self.on_final is not None:
@@ -498,6 +446,6 @@ class Stream:
         for final in self._pending:
             final.cancel()
         self._pending = []
-        self._buf = np.zeros(0, np.float32)
+        self._kept.clear()
         self.tentative = self.stable_prefix = ""
         self.error, self.state = error, state
