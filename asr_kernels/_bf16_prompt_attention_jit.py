@@ -147,8 +147,8 @@ pv_tile64, pv_tile16 = _pv_tile(4), _pv_tile(1)
 def softmax_row(s, scale):
     """s = exp(s * scale - max), in place; returns the float32 sum (its order depends on len(s) alone).
     The exponential is exp_into's (Cephes' expf) for arguments of -87 and above, in one loop that
-    vectorizes (2^k from its exponent bits); below -87 it gives 2^-126-scaled values, under 1e-37 where
-    the largest term is 1, so probabilities round to zero in bfloat16 either way. NaN stays NaN."""
+    vectorizes (2^k from its exponent bits); below -87 it gives exp(-87), about 1.6e-38, where the true
+    value is smaller still: beside the largest term (1) neither changes a float32 sum. NaN stays NaN."""
     n = s.shape[0]
     m = s[0] * scale
     for j in range(n):

@@ -1,7 +1,7 @@
-"""A prompt's causal attention over its paged cache on AVX512-BF16 CPUs without AMX.
+"""A prompt's attention over its paged cache (and the audio encoder's windows) on AVX512-BF16 CPUs.
 
 A prefill step of the CPU bfloat16 path spends most of its time at the GEMM peak, except in
-attention: torch's CPU flash kernel (SDPA) reaches a quarter of the bfloat16 rate on these CPUs,
+attention: torch's CPU flash kernel (SDPA) reaches a fifth to a third of the bfloat16 rate there,
 where it multiplies through generic GEMM calls (it packs for AMX only), and computes every key of
 a chunk's mask. Here both products run on ``vdpbf16ps`` tiles whose sums stay in registers, over a
 key head's keys and values packed once per call, and each query stops at its own last key.
@@ -13,9 +13,9 @@ float32, divided by the float32 sum, rounded to bfloat16. Sums run in key order 
 query's bits never depend on the rows beside it, on how the prompt was chunked, or on which thread
 ran it. Only the order of the float32 sums differs from the reference (tests/test_bf16_prompt_attention.py).
 
-Chosen once per process: ``enabled()`` needs the switch on, numba, and AVX512-BF16 without AMX in
-the CPU numba compiles for (with AMX, SDPA's flash kernel packs for the tiles and is the better
-path; without AVX512-BF16 there is no instruction to run).
+The engine takes it where ``enabled()``: the switch on, numba, and AVX512-BF16 without AMX in the CPU
+numba compiles for. With AMX, SDPA's flash kernel packs for AMX's tiles and keeps the work (the two
+were not compared on such a machine); without AVX512-BF16 there is no instruction to run.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def cpu_fits() -> bool:
 @functools.lru_cache(maxsize=1)
 def _compiled() -> bool:
     """Compile (or load from numba's cache) the kernel and check it on one small prompt; False
-    where numba is missing or fails. Never called on a CPU without the instruction (``cpu_fits``):
+    where numba is missing or fails. Not tried on a CPU without the instruction (``cpu_has_dpbf16``):
     LLVM would abort the process there, not raise."""
     global _body, _queries
     if not cpu_has_dpbf16():

@@ -4,7 +4,8 @@ Per clip: 100-frame chunks (the last one zero-padded, as the reference does) go
 through three stride-2 convolutions and conv_out, get sinusoidal positions that
 restart in every chunk, and are packed without padding between clips. Attention
 is bidirectional inside windows of ``window_tokens`` (104 = 8 s) anchored at each
-clip's start; windows of equal length run as one batched attention call.
+clip's start; windows of equal length run as one batched SDPA call, or window by window on
+bf16_prompt_attention's tiles (bfloat16 on AVX512-BF16 CPUs without AMX).
 """
 from __future__ import annotations
 
