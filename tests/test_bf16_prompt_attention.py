@@ -50,6 +50,7 @@ SHAPES = [  # n, ctx, heads, kv_heads, head_dim, block_size
     (104, 104, 14, 14, 64, 104),   # one encoder window: every key head its own query head
     (33, 70, 4, 2, 48, 16),        # the trained tiny model's head size: 16-wide output tiles
     (5, 300, 2, 1, 80, 32),        # a 64-wide tile and a 16-wide one
+    (100, 1500, 16, 8, 128, 64),   # a later chunk of a long prompt
 ]
 
 
