@@ -84,23 +84,30 @@ _P = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.333
       np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
 
 
+@njit(inline="always", fastmath={"contract"})
+def exp_reduced(v):
+    """(p, k) with exp(v) = p * 2^k: k = round(v / ln2), p the polynomial of the rest (|r| <= ln2 / 2).
+    No reassociation here, which would undo the two-part ln2; callers build 2^k for their range."""
+    k = np.floor(v * _LOG2E + np.float32(0.5))
+    r = (v - k * _LN2_HI) - k * _LN2_LO
+    p = _P[0]
+    p = p * r + _P[1]
+    p = p * r + _P[2]
+    p = p * r + _P[3]
+    p = p * r + _P[4]
+    p = p * r + _P[5]
+    return p * r * r + r + np.float32(1.0), k
+
+
 def exp_into(x, out, scale_a, scale_b):
     """out = exp(x), float32 arrays of one length (out may be x), in loops that vectorize: numba calls
-    libm's expf one value at a time (Intel's SVML is not there), ten times slower. No reassociation
-    here, which would undo the two-part ln2. scale_a, scale_b: int32 scratch of the same length."""
+    libm's expf one value at a time (Intel's SVML is not there), ten times slower. scale_a, scale_b:
+    int32 scratch of the same length."""
     for i in range(x.shape[0]):
         v = x[i]
         v = v if v > np.float32(-104.0) else np.float32(-104.0)      # exp underflows to 0 below; NaN -> here
         v = v if v < np.float32(89.0) else np.float32(89.0)          # and overflows to inf above
-        k = np.floor(v * _LOG2E + np.float32(0.5))
-        r = (v - k * _LN2_HI) - k * _LN2_LO
-        p = _P[0]
-        p = p * r + _P[1]
-        p = p * r + _P[2]
-        p = p * r + _P[3]
-        p = p * r + _P[4]
-        p = p * r + _P[5]
-        p = p * r * r + r + np.float32(1.0)
+        p, k = exp_reduced(v)
         out[i] = p if x[i] == x[i] else x[i]   # NaN stays NaN
         ki = np.int32(k)                        # 2^k as 2^a * 2^b, each a normal float for k in [-150, 129]
         a = ki >> np.int32(1)

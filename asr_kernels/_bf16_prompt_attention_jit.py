@@ -1,7 +1,7 @@
 """The numba body of ``bf16_prompt_attention`` (imported only through it: numba is optional).
 
 Both products run on AVX512-BF16's ``vdpbf16ps`` (``llvm.x86.avx512bf16.dpbf16ps.512``): 16 float32
-sums, each adding two bfloat16 products a step. The tiles are LLVM IR loops (``qk_tile``, ``pv_tile``)
+sums, each adding two bfloat16 products a step. The tiles are LLVM IR loops (``_dot_tile``)
 whose sums stay in registers; everything else is plain numba over a key head's packed copy.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import _LN2_HI, _LN2_LO, _LOG2E, _P, as_float, call_int, inline, kernel, ptr, round_into
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, exp_reduced, inline, kernel, ptr, round_into
 
 
 class _BFloat(ir.types._BaseFloatType):
@@ -50,103 +50,69 @@ def _splat(builder, word):
                                   ir.Constant(_V16I, [0] * 16))
 
 
-def _tile_loop(builder, count, rows: int, cols: int, body):
-    """A counted loop (count > 0) carrying rows x cols registers of 16 float32 sums from zero;
-    ``body(i, sums) -> new sums``. Returns the final sums."""
-    zero = ir.Constant(_V16F, [0.0] * 16)
-    entry = builder.block
-    loop = builder.function.append_basic_block("tile.loop")
-    done = builder.function.append_basic_block("tile.done")
-    builder.branch(loop)
-    builder.position_at_end(loop)
-    i = builder.phi(_I64)
-    sums = [[builder.phi(_V16F) for _ in range(cols)] for _ in range(rows)]
-    i.add_incoming(ir.Constant(_I64, 0), entry)
-    for row in sums:
-        for s in row:
-            s.add_incoming(zero, entry)
-    new = body(i, sums)
-    following = builder.add(i, ir.Constant(_I64, 1))
-    i.add_incoming(following, loop)
-    for row, new_row in zip(sums, new):
-        for s, n in zip(row, new_row):
-            s.add_incoming(n, loop)
-    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-    builder.position_at_end(done)
-    return new
+def _dot_tile(rows: int, cols: int):
+    """A tile of ``rows`` x ``cols`` registers of 16 float32 sums (an intrinsic: the shape is fixed in it):
 
+        out[r * out_stride + 16 c + l] = sum over i < count, in i order, of
+                                         a[r * a_stride + i] . b[i * b_step + c * b_col + l]
 
-@intrinsic
-def qk_tile(typingctx, q_at, pairs, k_at, out_at, out_stride):
-    """Scores of QK_ROWS query rows against QK_BLOCKS blocks of 16 keys. q: [QK_ROWS][pairs] words
-    (two bfloat16 of one row); k: [QK_BLOCKS][pairs][16] words; out: float32 rows ``out_stride``
-    floats apart, each 16 * QK_BLOCKS wide. Each score sums its pairs in order."""
-    def codegen(context, builder, signature, args):
-        q_at, pairs, k_at, out_at, out_stride = args
-        q = builder.inttoptr(q_at, _I32.as_pointer())
-        k = builder.inttoptr(k_at, _V16I.as_pointer())
-        out = builder.inttoptr(out_at, _F32.as_pointer())
-
-        def body(i, sums):
-            keys = [builder.load(builder.gep(k, [builder.add(i, builder.mul(pairs, ir.Constant(_I64, c)))]), align=4)
-                    for c in range(QK_BLOCKS)]
-            new = []
-            for r in range(QK_ROWS):
-                word = builder.load(builder.gep(q, [builder.add(builder.mul(pairs, ir.Constant(_I64, r)), i)]))
-                a = _splat(builder, word)
-                new.append([_dot_pairs(builder, sums[r][c], a, keys[c]) for c in range(QK_BLOCKS)])
-            return new
-
-        for r, row in enumerate(_tile_loop(builder, pairs, QK_ROWS, QK_BLOCKS, body)):
-            for c, s in enumerate(row):
-                at = builder.add(builder.mul(out_stride, ir.Constant(_I64, r)), ir.Constant(_I64, 16 * c))
-                builder.store(s, builder.bitcast(builder.gep(out, [at]), _V16F.as_pointer()), align=4)
-        return context.get_dummy_value()
-    return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen
-
-
-def _pv_tile(blocks: int):
-    """The output tile over 16 * ``blocks`` columns (an intrinsic: ``blocks`` is fixed in it)."""
+    where a and b hold words of two bfloat16 (a's broadcast to every lane) and ``.`` is their two
+    products (``_dot_pairs``); strides in words (a, b) and floats (out); count > 0."""
 
     @intrinsic
-    def pv_tile(typingctx, p_at, p_stride, v_at, v_stride, pairs, out_at):
-        """out[r][d] = sum over key pairs j, in order, of p[r][j] . v[j][d], for PV_ROWS rows and 16 *
-        blocks columns d. p: rows of words (two bfloat16 probabilities), ``p_stride`` words apart;
-        v: rows of words ``v_stride`` apart (the values of keys 2j and 2j + 1 at d); out: [PV_ROWS][16 *
-        blocks] float32."""
+    def dot_tile(typingctx, a_at, a_stride, b_at, b_step, b_col, count, out_at, out_stride):
         def codegen(context, builder, signature, args):
-            p_at, p_stride, v_at, v_stride, pairs, out_at = args
-            p = builder.inttoptr(p_at, _I32.as_pointer())
-            v = builder.inttoptr(v_at, _I32.as_pointer())
-            out = builder.inttoptr(out_at, _V16F.as_pointer())
+            a_at, a_stride, b_at, b_step, b_col, count, out_at, out_stride = args
+            a = builder.inttoptr(a_at, _I32.as_pointer())
+            b = builder.inttoptr(b_at, _I32.as_pointer())
+            out = builder.inttoptr(out_at, _F32.as_pointer())
 
-            def body(j, sums):
-                at = builder.mul(j, v_stride)
-                values = [builder.load(builder.bitcast(builder.gep(v, [builder.add(at, ir.Constant(_I64, 16 * b))]),
-                                                       _V16I.as_pointer()), align=4) for b in range(blocks)]
-                new = []
-                for r in range(PV_ROWS):
-                    word = builder.load(builder.gep(p, [builder.add(builder.mul(p_stride, ir.Constant(_I64, r)), j)]))
-                    a = _splat(builder, word)
-                    new.append([_dot_pairs(builder, sums[r][b], a, values[b]) for b in range(blocks)])
-                return new
+            def vector(pointer, at):                       # 16 lanes from word (or float) ``at``
+                return builder.bitcast(builder.gep(pointer, [at]), ir.VectorType(pointer.type.pointee, 16).as_pointer())
 
-            for r, row in enumerate(_tile_loop(builder, pairs, PV_ROWS, blocks, body)):
-                for b, s in enumerate(row):
-                    builder.store(s, builder.gep(out, [ir.Constant(_I64, r * blocks + b)]), align=4)
+            zero = ir.Constant(_V16F, [0.0] * 16)
+            entry = builder.block
+            loop = builder.function.append_basic_block("tile.loop")
+            done = builder.function.append_basic_block("tile.done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            i = builder.phi(_I64)
+            sums = [[builder.phi(_V16F) for _ in range(cols)] for _ in range(rows)]
+            i.add_incoming(ir.Constant(_I64, 0), entry)
+            for s in (s for row in sums for s in row):
+                s.add_incoming(zero, entry)
+            at = builder.mul(i, b_step)
+            bs = [builder.load(vector(b, builder.add(at, builder.mul(b_col, ir.Constant(_I64, c)))), align=4)
+                  for c in range(cols)]
+            new = []
+            for r in range(rows):
+                word = _splat(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, ir.Constant(_I64, r)), i)])))
+                new.append([_dot_pairs(builder, sums[r][c], word, bs[c]) for c in range(cols)])
+            following = builder.add(i, ir.Constant(_I64, 1))
+            i.add_incoming(following, loop)
+            for row, new_row in zip(sums, new):
+                for s, n in zip(row, new_row):
+                    s.add_incoming(n, loop)
+            builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+            builder.position_at_end(done)
+            for r, row in enumerate(new):
+                for c, s in enumerate(row):
+                    at = builder.add(builder.mul(out_stride, ir.Constant(_I64, r)), ir.Constant(_I64, 16 * c))
+                    builder.store(s, vector(out, at), align=4)
             return context.get_dummy_value()
-        return types.void(types.int64, types.int64, types.int64, types.int64, types.int64, types.int64), codegen
-    return pv_tile
+        return types.void(*[types.int64] * 8), codegen
+    return dot_tile
 
 
-# 64 columns of head_dim at a time, and 16 for what is left (head_dim a multiple of 16)
-pv_tile64, pv_tile16 = _pv_tile(4), _pv_tile(1)
+# Scores: QK_ROWS queries x QK_BLOCKS blocks of 16 keys. Outputs: PV_ROWS queries x 64 columns of
+# head_dim, and 16 for what is left (head_dim a multiple of 16).
+qk_tile, pv_tile64, pv_tile16 = _dot_tile(QK_ROWS, QK_BLOCKS), _dot_tile(PV_ROWS, 4), _dot_tile(PV_ROWS, 1)
 
 
 @inline
 def softmax_row(s, scale):
     """s = exp(s * scale - max), in place; returns the float32 sum (its order depends on len(s) alone).
-    The exponential is exp_into's (Cephes' expf) for arguments of -87 and above, in one loop that
+    The exponential is exp_into's (``exp_reduced``, Cephes' expf) for arguments of -87 and above, in one loop that
     vectorizes (2^k from its exponent bits); below -87 it gives exp(-87), about 1.6e-38, where the true
     value is smaller still: beside the largest term (1) neither changes a float32 sum. NaN stays NaN."""
     n = s.shape[0]
@@ -159,15 +125,7 @@ def softmax_row(s, scale):
     for j in range(n):
         x = s[j] - m
         x = x if not x < np.float32(-87.0) else np.float32(-87.0)
-        k = np.floor(x * _LOG2E + np.float32(0.5))
-        r = (x - k * _LN2_HI) - k * _LN2_LO
-        p = _P[0]
-        p = p * r + _P[1]
-        p = p * r + _P[2]
-        p = p * r + _P[3]
-        p = p * r + _P[4]
-        p = p * r + _P[5]
-        p = p * r * r + r + np.float32(1.0)
+        p, k = exp_reduced(x)
         e = p * as_float(np.uint32((np.int32(k) + np.int32(127)) << np.int32(23)))
         s[j] = e
         total += e
@@ -198,7 +156,7 @@ def key_head(q_at, kc_at, vc_at, table, block_size, ctx, n, out_at, heads, kvh, 
     scale = np.float32(1.0 / math.sqrt(hd))
     qs = np.zeros(QK_ROWS * pairs, np.uint32)
     scores = np.empty((QK_ROWS, width), np.float32)
-    probs = np.zeros((QK_ROWS, width), np.uint16)  # bfloat16 bits; pairs of them are pv_tile's words
+    probs = np.zeros((QK_ROWS, width), np.uint16)  # bfloat16 bits; pairs of them are pv_tile's a words
     sums = np.empty(QK_ROWS, np.float32)
     acc = np.empty(PV_ROWS * 64, np.float32)
     for h in range(g * group, (g + 1) * group):
@@ -210,8 +168,8 @@ def key_head(q_at, kc_at, vc_at, table, block_size, ctx, n, out_at, heads, kvh, 
                     qs[r * pairs + i] = src[i]
             keys = ctx - n + i0 + rows if causal else ctx    # the tile's last query sees this many keys
             tiles = (keys + 31) // 32
-            for c in range(tiles):
-                qk_tile(qs.ctypes.data, pairs, kp.ctypes.data + c * 32 * pairs * 4,
+            for c in range(tiles):               # k: [pairs][16] words per block of 16 keys
+                qk_tile(qs.ctypes.data, pairs, kp.ctypes.data + c * 32 * pairs * 4, 16, 16 * pairs, pairs,
                         scores.ctypes.data + c * 32 * 4, width)
             span = tiles * 32
             for r in range(rows):
@@ -227,10 +185,10 @@ def key_head(q_at, kc_at, vc_at, table, block_size, ctx, n, out_at, heads, kvh, 
                 while d0 < hd:
                     cols = 64 if hd - d0 >= 64 else 16
                     v_at = vp.ctypes.data + d0 * 4
-                    if cols == 64:
-                        pv_tile64(p_at, width // 2, v_at, hd, span // 2, acc.ctypes.data)
+                    if cols == 64:                   # v: [key pairs][hd] words
+                        pv_tile64(p_at, width // 2, v_at, hd, 16, span // 2, acc.ctypes.data, cols)
                     else:
-                        pv_tile16(p_at, width // 2, v_at, hd, span // 2, acc.ctypes.data)
+                        pv_tile16(p_at, width // 2, v_at, hd, 16, span // 2, acc.ctypes.data, cols)
                     for r in range(r0, min(r0 + PV_ROWS, rows)):
                         a = acc[(r - r0) * cols:(r - r0 + 1) * cols]
                         inv = np.float32(1.0) / sums[r]
