@@ -88,10 +88,8 @@ class Stream:
             raise ValueError(f"priority must be an integer, got {priority!r}")
         self.engine = engine
         self.language = language_name(language)           # ValueError for unknown languages, here and now
-        self.context = context
         self.update_interval = update_interval
         self.max_utterance_s = max_utterance_s
-        self.recent_context_chars = recent_context_chars
         self.priority = priority
         self.max_new_tokens = max_new_tokens
         self.word_timestamps = word_timestamps
@@ -193,6 +191,16 @@ class Stream:
     def duration(self) -> float:
         """Seconds of audio processed so far."""
         return self._kept.position / SAMPLE_RATE
+
+    @property
+    def context(self) -> str:
+        """The base context of every pass."""
+        return self._recent.base
+
+    @property
+    def recent_context_chars(self) -> int:
+        """Characters of committed text appended to ``context`` for every pass."""
+        return self._recent.chars
 
     @property
     def pass_context(self) -> str:
