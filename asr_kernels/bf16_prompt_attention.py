@@ -42,9 +42,13 @@ _queries: tuple[int, int] | None = None
 def _cpu_features() -> dict:
     try:
         import llvmlite.binding as llvm
+        from numba.core import config
 
+        if config.CPU_NAME not in (None, "", "host"):   # NUMBA_CPU_NAME: numba compiles for that CPU
+            named = (config.CPU_FEATURES or "").split(",")
+            return {f[1:]: True for f in named if f.startswith("+")}
         return dict(llvm.get_host_cpu_features())
-    except Exception:       # no llvmlite (numba is optional), or no feature list on this platform
+    except Exception:       # no numba/llvmlite (optional), or no feature list on this platform
         return {}
 
 

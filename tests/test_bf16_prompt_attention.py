@@ -163,3 +163,16 @@ def test_encoder_windows_through_the_kernel_are_sdpas(tiny_model_dir, monkeypatc
         assert a.shape == b.shape
         assert torch.nn.functional.cosine_similarity(a.float().flatten(), b.float().flatten(), dim=0) > 0.999
         assert _steps(a, b) <= 8
+
+
+def test_a_named_numba_target_decides_the_instruction(monkeypatch):
+    """With ``NUMBA_CPU_NAME`` set numba compiles for that CPU, not this one: the kernel exists
+    only if that target's features name AVX512-BF16 (an AVX2 target on an AVX-512 machine would
+    otherwise abort in LLVM)."""
+    from numba.core import config
+
+    for name, features, has in (("haswell", "", False), ("znver4", "+avx512f,+avx512bf16", True),
+                                ("haswell", "+avx2,+fma", False)):
+        monkeypatch.setattr(config, "CPU_NAME", name)
+        monkeypatch.setattr(config, "CPU_FEATURES", features)
+        assert bool(pa._cpu_features.__wrapped__().get("avx512bf16")) == has

@@ -124,3 +124,19 @@ def test_platform_detection_does_not_depend_on_or_move_the_global_rng():
         found.add(platform.detect())
         assert torch.equal(state, torch.get_rng_state())
     assert len(found) == 1
+
+
+def test_torch_kept_to_avx2_takes_an_avx2_only_cpus_rules():
+    """``ATEN_CPU_CAPABILITY=avx2`` (tests/bench/avx2_only.sh) keeps torch's kernels off AVX-512:
+    bfloat16 is then not native to them on any CPU, so the default is float32 on compact weights,
+    as on an AVX2-only laptop."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("from engine.network import platform; import torch; p = platform.current(); "
+             "print(p.amx, p.avx512_bf16, p.default_dtype(torch.device('cpu')), "
+             "p.compact_weights_pay(torch.float32) == p.fbgemm_fp16)")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "torch.float32", "True"]

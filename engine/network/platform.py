@@ -170,10 +170,13 @@ def detect() -> Platform:
     model = cpuinfo_field("model name") or _os_platform.processor() or "unknown CPU"
     vendor = _vendor()
     x86 = _os_platform.machine().lower() in ("x86_64", "amd64")
+    # ATEN_CPU_CAPABILITY=avx2 keeps torch's kernels off AVX-512; bfloat16 is then not native to
+    # them, so the AVX2-only rules apply (benchmarks take an AVX2 laptop's paths this way).
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
     return Platform(
         cpu_model=model, vendor=vendor, x86=x86,
-        amx=_torch_cpu_check("_is_amx_tile_supported"),
-        avx512_bf16=_torch_cpu_check("_is_avx512_bf16_supported"),
+        amx=avx512 and _torch_cpu_check("_is_amx_tile_supported"),
+        avx512_bf16=avx512 and _torch_cpu_check("_is_avx512_bf16_supported"),
         onednn_bf16_packing=_probe_bf16_packing(),
         # Intel CPUs keep MKL, which has fast paths for them; so does an unknown vendor.
         onednn_f32_small_rows=x86 and vendor not in ("GenuineIntel", "") and _probe_onednn_f32(),

@@ -62,6 +62,13 @@ def synthetic_clip(seconds: float, seed: int) -> np.ndarray:
     return (0.05 * tones + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
 
 
+def unseen(clip: np.ndarray, k: int) -> np.ndarray:
+    """``clip`` turned by ``k`` tenths of a second (and a sample): the same audio, but no feature
+    window of it matches the original's or another turn's, so a timed run finds nothing of it in
+    the engine's encoder or prefix cache. A user's next file is new audio too; peers cache nothing."""
+    return np.roll(clip, k * 1601) if k else clip
+
+
 def settled(eng):
     """``eng`` once its load's background work (decoder weights onto 2 MB pages) is done, as in an
     app that loaded a while ago, so that no thread of it competes with the timed work."""
