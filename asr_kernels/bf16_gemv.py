@@ -118,6 +118,19 @@ class RowGemv:
             raise ValueError("shares run on an OpenMP team, and none is loaded here")
         return self._run(x.contiguous(), shares)
 
+    def block_outputs(self, x: torch.Tensor, b: int) -> torch.Tensor:
+        """Outputs ``b * block`` to ``(b + 1) * block`` of ``self(x)`` [block], computed alone on the
+        calling thread: the same bits, since each output's sum is its own (int8_argmax reads a few)."""
+        if not 0 <= b < self.n // self.block:
+            raise ValueError(f"block {b} is outside the weight's {self.n // self.block} blocks")
+        if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
+            raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
+        out = torch.empty(self.block, dtype=torch.bfloat16)
+        data = np.array((0, 0, x.data_ptr(), self._address + b * self.block * self.k * 2, out.data_ptr(),
+                         self.block, self.k, 1, self.block), np.int64)
+        _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+        return out
+
     def _run(self, x: torch.Tensor, shares: int) -> torch.Tensor:
         # ~113 calls a decode step: nothing here but the output and the body's nine fields
         out = torch.empty(1, self.n, dtype=torch.bfloat16)

@@ -189,18 +189,19 @@ class ModelRunner:
         inputs = self.step_inputs(rows)
         graphable = all(r.mode in (RowMode.FEED, RowMode.SAMPLE) for r in rows)   # one logit row per row
         scores = None
+        tokens = []
         if self.graphs is not None and graphable and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
             logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index)
+            tokens = logits.float().max(dim=-1).indices.tolist()       # the first maximal index, as argmax
         else:
             hidden = self.hidden_states(inputs)
-            logits = self.net.head(hidden.index_select(0, inputs.sample_index)) if inputs.sample_rows else None
+            if inputs.sample_rows:
+                tokens = self.net.greedy_tokens(hidden.index_select(0, inputs.sample_index))
             if inputs.score_index is not None:
                 scores = self.net.score(hidden.index_select(0, inputs.score_index)).float().argmax(dim=-1).tolist()
         out: dict[int, int | list[int]] = {}
         if inputs.sample_rows:
-            # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
-            # max returns the first maximal index like argmax, in half its time on CPU.
-            tokens, at = logits.float().max(dim=-1).indices.tolist(), 0
+            at = 0
             for row, count in zip(inputs.sample_rows, inputs.sample_counts):
                 out[row.request.id] = tokens[at:at + count] if row.draft else tokens[at]
                 at += count

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from common import CACHE, real_size_checkpoint, settled, widened_checkpoint
+from common import CACHE, real_size_checkpoint, settled, unseen, widened_checkpoint
 
 SR = 16000
 SENTENCES = [
@@ -133,7 +133,9 @@ class FileQueue:
         self.active = [r for r in self.active if not r.finished]
         while len(self.active) < self.size:
             start = self._next % max(1, len(self.audio) - self.length)
-            clip = self.audio[start:start + self.length]
+            # turned (common.unseen): clips a third apart would otherwise start on windows the
+            # encoder cache holds from the one before (30 s clips: every one after the first)
+            clip = unseen(self.audio[start:start + self.length], 1 + self.done + len(self.active))
             self._next += self.length // 3 + SR
             self.active.append(self.eng.submit(clip, max_new_tokens=self.cap(len(clip) / SR)))
 

@@ -97,7 +97,8 @@ def decode_bytes(net) -> int:
                                    + 3 * cfg.intermediate_size)                       # gate_up, down
     head = cfg.hidden_size * cfg.vocab_size
     elt = net.language_model.norm.weight.element_size()
-    return (cfg.layers * per_layer) * elt + head * elt
+    head_elt = 1 if getattr(net, "head_screen", None) is not None else elt   # one row's token: the int8 copy
+    return (cfg.layers * per_layer) * elt + head * head_elt
 
 
 def projections_floor(net, repeat: int = 20) -> float:
@@ -108,7 +109,7 @@ def projections_floor(net, repeat: int = 20) -> float:
     inputs = (cfg.hidden_size, cfg.heads * cfg.head_dim, cfg.hidden_size, cfg.intermediate_size)
     calls = [(method, torch.randn(1, n, dtype=dtype))
              for layer in lm.layers for method, n in zip((layer.qkv, layer.o, layer.gate_up, layer.down), inputs)]
-    calls.append((net.head, torch.randn(1, cfg.hidden_size, dtype=dtype)))
+    calls.append((net.greedy_tokens, torch.randn(1, cfg.hidden_size, dtype=dtype)))   # the head, as a step reads it
     times = []
     with torch.no_grad():
         for _ in range(repeat + 2):
@@ -120,7 +121,8 @@ def projections_floor(net, repeat: int = 20) -> float:
 
 
 class StepTimer:
-    """Wraps the runner's encoder call, decoder forward and LM head with perf_counter timers."""
+    """Wraps the runner's encoder call, decoder forward and greedy tokens (the LM head) with
+    perf_counter timers."""
 
     def __init__(self, eng):
         self.records: list[dict] = []
@@ -128,27 +130,7 @@ class StepTimer:
         runner, net = eng.runner, eng.runner.net
         self._wrap(runner, "encode_pending", "encoder")
         self._wrap(runner, "hidden_states", "decoder")
-        head = net.head
-        timer = self
-
-        class TimedHead(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.inner = head
-
-            def forward(self, x):
-                t = time.perf_counter()
-                y = self.inner(x)
-                timer.current["head"] = timer.current.get("head", 0.0) + time.perf_counter() - t
-                return y
-
-            def __getattr__(self, name):
-                try:
-                    return super().__getattr__(name)
-                except AttributeError:
-                    return getattr(head, name)
-
-        net.head = TimedHead()
+        self._wrap(net, "greedy_tokens", "head")        # the head and its argmax (or its int8 screen)
 
     def _wrap(self, obj, method, key):
         inner = getattr(obj, method)
