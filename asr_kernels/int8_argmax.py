@@ -33,8 +33,8 @@ __all__ = ["SWITCH", "BLOCK", "MAX_BLOCKS", "enabled", "ArgmaxScreen", "quantize
 
 # "0" reads the whole bfloat16 head for every greedy token (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_INT8_ARGMAX"
-BLOCK = 64              # outputs per block of the int8 copy; the packed head's blocks must be this wide
-MAX_BLOCKS = 64         # exact blocks past which the whole head is cheaper to read (4096 of its rows)
+BLOCK = 64              # outputs per block of the int8 copy (the packed head's blocks divide it)
+MAX_BLOCKS = 64         # exact groups of 64 past which the whole head is cheaper to read (4096 of its rows)
 _UNIT = 2.0 ** -24      # float32's unit roundoff
 _BUILD_ROWS = 64 * 64   # rows quantized in one share at load
 _body = None
@@ -131,13 +131,13 @@ def _lower_edge(value: float) -> float:
 
 class ArgmaxScreen:
     """The exact greedy token of one bfloat16 row through a head whose one-row kernel is ``row``
-    (a ``bf16_gemv.RowGemv`` over oneDNN's packed head, blocks of 64), read first in int8."""
+    (a ``bf16_gemv.RowGemv`` over oneDNN's packed head, blocks of 64 or 32), read first in int8."""
 
     def __init__(self, weight: torch.Tensor, row: bf16_gemv.RowGemv):
         n, k = weight.shape
-        if row.block != BLOCK or (row.n, row.k) != (n, k):
-            raise ValueError(f"the head's one-row kernel must read blocks of {BLOCK} of [{n}, {k}], "
-                             f"got blocks of {row.block} of [{row.n}, {row.k}]")
+        if BLOCK % row.block or (row.n, row.k) != (n, k) or n % BLOCK:
+            raise ValueError(f"the head's one-row kernel must read [{n}, {k}] (n a multiple of {BLOCK}) in blocks "
+                             f"dividing {BLOCK}, got blocks of {row.block} of [{row.n}, {row.k}]")
         self.packed = torch.empty(n // BLOCK, k, BLOCK, dtype=torch.int8)
         self.scale = torch.empty(n, dtype=torch.float32)
         self.bound = torch.empty(n, dtype=torch.float64)
@@ -163,27 +163,32 @@ class ArgmaxScreen:
         if best < 0:
             return None
         exact = {}
-        first = float(self._block(x, best // BLOCK, exact)[best % BLOCK])
+        first = float(self._group(x, best // BLOCK, exact)[best % BLOCK])
         if not np.isfinite(first):
             return None
-        blocks = np.empty(MAX_BLOCKS, np.int64)
-        count = _jit.candidate_blocks(approx, bound, norm * (1 + 1e-12), _lower_edge(first), blocks)
+        groups = np.empty(MAX_BLOCKS, np.int64)
+        count = _jit.candidate_blocks(approx, bound, norm * (1 + 1e-12), _lower_edge(first), groups)
         if count < 0:
             return None
-        values = torch.cat([self._block(x, int(b), exact) for b in blocks[:count]]).float()
+        values = torch.cat([self._group(x, int(g), exact) for g in groups[:count]]).float()
         at = int(values.max(dim=-1).indices)                         # the first of the largest
-        return int(blocks[at // BLOCK]) * BLOCK + at % BLOCK
+        return int(groups[at // BLOCK]) * BLOCK + at % BLOCK
 
-    def _block(self, x: torch.Tensor, b: int, done: dict) -> torch.Tensor:
-        if b not in done:
-            done[b] = self.row.block_outputs(x, b)
-        return done[b]
+    def _group(self, x: torch.Tensor, g: int, done: dict) -> torch.Tensor:
+        """Exact logits [64] of rows 64 g to 64 g + 63: the one-row kernel's blocks there (one of 64,
+        or two of 32 where oneDNN packs for AMX)."""
+        if g not in done:
+            per = BLOCK // self.row.block
+            done[g] = torch.cat([self.row.block_outputs(x, g * per + i) for i in range(per)])
+        return done[g]
 
 
 def screen_for(weight: torch.Tensor, row: bf16_gemv.RowGemv | None) -> ArgmaxScreen | None:
     """The screen for a bfloat16 head ``weight`` [n, k] read one row at a time by ``row``, or None:
-    switched off, no numba, no one-row kernel in blocks of 64, or a weight that is not finite."""
-    if (row is None or row.block != BLOCK or weight.dtype != torch.bfloat16 or weight.device.type != "cpu"
+    switched off, no numba, no one-row kernel (or n not a multiple of 64), or a weight that is not
+    finite."""
+    if (row is None or BLOCK % row.block or weight.shape[0] % BLOCK or weight.dtype != torch.bfloat16
+            or weight.device.type != "cpu"
             or not enabled() or not bool(torch.isfinite(weight).all())):
         return None
     return ArgmaxScreen(weight, row)

@@ -18,9 +18,10 @@ def head(n: int, k: int, seed: int = 0, scale: float = 0.05) -> torch.Tensor:
     return (torch.randn(n, k, generator=gen) * scale).to(torch.bfloat16)
 
 
-def screen_over(w: torch.Tensor) -> ia.ArgmaxScreen:
-    packed = bf16_gemv.pack_reference(w, ia.BLOCK)
-    row = bf16_gemv.RowGemv(packed.data_ptr(), *w.shape, owner=packed, block=ia.BLOCK)
+def screen_over(w: torch.Tensor, block: int = 64) -> ia.ArgmaxScreen:
+    """The screen over ``w`` packed as oneDNN packs it for AVX512-BF16 alone (64) or for AMX (32)."""
+    packed = bf16_gemv.pack_reference(w, block)
+    row = bf16_gemv.RowGemv(packed.data_ptr(), *w.shape, owner=packed, block=block)
     return ia.ArgmaxScreen(w, row)
 
 
@@ -73,10 +74,11 @@ def test_the_load_time_kernel_builds_the_torch_twins_copy(n, k):
     torch.testing.assert_close(screen.bound, ia.bound_coefficients(w, q, scale), rtol=1e-9, atol=0)
 
 
-def test_the_token_is_the_full_heads_first_largest_logit():
+@pytest.mark.parametrize("block", [64, 32])
+def test_the_token_is_the_full_heads_first_largest_logit(block):
     n, k = 4096, 1024
     w = head(n, k, seed=5)
-    screen = screen_over(w)
+    screen = screen_over(w, block)
     decided = 0
     for x in rows(k, 40, seed=6):
         got = screen.greedy(x)
@@ -118,8 +120,8 @@ def test_zero_huge_and_not_finite_rows():
 
 
 def test_where_too_much_is_close_it_says_so():
-    """A head of equal rows leaves every block a candidate: greedy returns None (the whole head is
-    read), and never a wrong token."""
+    """A head of equal rows leaves every group of 64 a candidate: greedy returns None (the whole head
+    is read), and never a wrong token."""
     n, k = 64 * (ia.MAX_BLOCKS + 2), 64
     w = head(1, k, seed=11).expand(n, k).contiguous()
     assert screen_over(w).greedy(rows(k, 1)[0]) is None
@@ -127,12 +129,15 @@ def test_where_too_much_is_close_it_says_so():
 
 def test_it_is_built_only_where_it_applies(monkeypatch):
     w = head(256, 64)
-    packed = bf16_gemv.pack_reference(w, 32)
-    narrow = bf16_gemv.RowGemv(packed.data_ptr(), 256, 64, owner=packed, block=32)
-    assert ia.screen_for(w, None) is None
-    assert ia.screen_for(w, narrow) is None                                  # blocks of 32 (AMX packing)
-    with pytest.raises(ValueError, match="blocks of 64"):
-        ia.ArgmaxScreen(w, narrow)
+    assert ia.screen_for(w, None) is None                                    # no one-row kernel
+    odd = head(32 * 9, 64)                                                   # rows not a multiple of 64
+    packed = bf16_gemv.pack_reference(odd, 32)
+    odd_row = bf16_gemv.RowGemv(packed.data_ptr(), *odd.shape, owner=packed, block=32)
+    assert ia.screen_for(odd, odd_row) is None
+    with pytest.raises(ValueError, match="multiple of 64"):
+        ia.ArgmaxScreen(odd, odd_row)
+    with pytest.raises(ValueError, match="must read"):
+        ia.ArgmaxScreen(w[:192], screen_over(w).row)                         # another weight's kernel
     bad = w.clone()
     bad[3, 3] = float("inf")
     wide = bf16_gemv.pack_reference(bad, 64)
@@ -173,9 +178,9 @@ def tokens(eng, clips) -> list[list[int]]:
 
 
 def test_bfloat16_engine_tokens_with_it_equal_the_whole_heads(wide_vocab_dir, monkeypatch):
-    """Where the head is read one row at a time in oneDNN's blocks of 64 (AVX512-BF16 without AMX)
-    the engine builds the screen and every one-row token comes through it; elsewhere it builds none.
-    Either way the tokens are the whole head's."""
+    """Where the head has a one-row kernel (oneDNN's bfloat16 packing: AVX512-BF16 or AMX) the engine
+    builds the screen and every one-row token comes through it; elsewhere it builds none. Either way
+    the tokens are the whole head's."""
     import numpy as np
 
     import engine
@@ -185,7 +190,7 @@ def test_bfloat16_engine_tokens_with_it_equal_the_whole_heads(wide_vocab_dir, mo
     eng = engine.load(wide_vocab_dir, device="cpu", dtype="bfloat16")
     net = eng.runner.net
     row = getattr(net.head, "row", None)
-    assert (net.head_screen is not None) == (row is not None and row.block == ia.BLOCK)
+    assert (net.head_screen is not None) == (row is not None)               # vocabulary 1024: 16 groups of 64
     calls = []
     if net.head_screen is not None:
         original = net.head_screen.greedy
