@@ -201,3 +201,6 @@ def test_bfloat16_engine_tokens_with_it_equal_the_whole_heads(wide_vocab_dir, mo
     plain = engine.load(wide_vocab_dir, device="cpu", dtype="bfloat16")
     assert plain.runner.net.head_screen is None
     assert tokens(plain, clips) == with_screen
+    monkeypatch.delenv(ia.SWITCH)
+    # a one-shot CLI run on under a minute of audio loads without compact weights: no copy to build
+    assert engine.load(wide_vocab_dir, device="cpu", dtype="bfloat16", compact_weights=False).runner.net.head_screen is None

@@ -50,7 +50,8 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
     ``quantize="int8"``: decoder projections and the LM head as int8 weights (CPU only), read
     from the on-disk cache when this checkpoint was quantized before. ``compact_weights``:
     decoder projections whose values are bfloat16 kept in 2 bytes where that is faster
-    (``fp16_weights``; exact values, a few seconds more to load)."""
+    (``fp16_weights``; exact values, a few seconds more to load), and a bfloat16 LM head's int8
+    copy for one row's greedy token (``int8_argmax``; the same tokens, under a second more)."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise CheckpointError(f"{model_dir}: model folder not found")

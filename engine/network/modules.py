@@ -187,8 +187,9 @@ class Qwen3ASRNetwork(nn.Module):
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
             self.head = choose("head", weight, tied=tied)
-            # One row's greedy token from an int8 read of a bfloat16 head, exactly (int8_argmax).
-            self.head_screen = int8_argmax.screen_for(weight, getattr(self.head, "row", None))
+            # One row's greedy token from an int8 read of a bfloat16 head, exactly (int8_argmax);
+            # built with the compact weights, whose load-time cost the same inputs repay.
+            self.head_screen = int8_argmax.screen_for(weight, getattr(self.head, "row", None)) if compact else None
         choose.finish()
         self.compact_projections = choose.compact_count
         if hasattr(self, "lm_head"):

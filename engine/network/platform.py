@@ -10,6 +10,7 @@ the project looks at the CPU vendor or probes torch's kernels. The rules, in one
 | bfloat16 decoder projections          | oneDNN-packed where ``onednn_bf16_packing``       | skinny decode GEMMs read the packed layout faster, bit-identical |
 | float32 projections of few rows       | oneDNN where ``onednn_f32_small_rows``            | MKL takes generic code paths on x86 CPUs that are not Intel's |
 | compact weights (bfloat16 values in 2 bytes) | float32 on CPU without ``native_bf16``, where ``fbgemm_fp16`` | a decode step reads half the bytes, same values, float32 math |
+| the LM head's int8 copy (one row's greedy token, ``int8_argmax``) | bfloat16 heads with a one-row kernel (``bf16_gemv``), with compact weights | a one-row step reads a quarter fewer bytes, same tokens |
 | ... from the CLI                      | when its inputs hold ``COMPACT_MIN_AUDIO_SECONDS`` of audio (the app always) | checking and packing cost load time that short inputs do not repay |
 | int8 quantization                     | fbgemm's dynamic int8 linear where ``fbgemm_int8``, else dequantize per call | |
 
