@@ -11,11 +11,12 @@ float32 summation error of both sums, ``bound_coefficients``). Then:
    logit ``M0``; the argmax's logit is at least ``M0``;
 2. a row whose upper bound ``a_r + B_r ||x||`` is below the lower edge of ``M0``'s bfloat16 rounding
    interval rounds below ``M0``, so it can be neither the maximum nor tied with it;
-3. every other row's block of 64 is computed exactly by the same kernel on the same packed bytes,
-   and the first row holding the largest logit is the token: the full head's argmax, bit for bit.
+3. every group of 64 rows holding another row is computed exactly by the same kernel on the same
+   packed bytes, and the first row holding the largest logit is the token: the full head's argmax,
+   bit for bit.
 
-Where more than ``MAX_BLOCKS`` blocks remain, or x is not finite, ``greedy`` returns None and the
-caller reads the whole head. ``reference_token`` is the torch twin of what it must equal.
+Where more than ``MAX_BLOCKS`` groups remain, or x or a sum is not finite, ``greedy`` returns None
+and the caller reads the whole head. ``reference_token`` is the torch twin of what it must equal.
 """
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ class ArgmaxScreen:
             return None
         groups = np.empty(MAX_BLOCKS, np.int64)
         count = _jit.candidate_blocks(approx, bound, norm * (1 + 1e-12), _lower_edge(first), groups)
-        if count < 0:
+        if count <= 0:                  # too many (none cannot be: the best row's group reaches the edge)
             return None
         values = torch.cat([self._group(x, int(g), exact) for g in groups[:count]]).float()
         at = int(values.max(dim=-1).indices)                         # the first of the largest
