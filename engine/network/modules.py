@@ -16,6 +16,13 @@ from engine.network.choose_linear import LinearChooser, fits
 from engine.network.linear_methods import LinearMethod, NotLoaded
 
 
+def greedy_from_logits(logits: torch.Tensor) -> list[int]:
+    """Each row's first index of its largest logit, for logits [rows, vocab]."""
+    # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
+    # max returns the first maximal index like argmax, in half its time on CPU.
+    return logits.float().max(dim=-1).indices.tolist()
+
+
 def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
     """Whisper-style positions: [length, channels], sin half then cos half."""
     log_increment = math.log(max_timescale) / (channels // 2 - 1)
@@ -127,9 +134,7 @@ class Qwen3ASRNetwork(nn.Module):
             token = self.head_screen.greedy(hidden.contiguous())
             if token is not None:
                 return [token]
-        # Widening to float32 is exact, and CPU argmax over bfloat16 is slower than the copy;
-        # max returns the first maximal index like argmax, in half its time on CPU.
-        return self.head(hidden).float().max(dim=-1).indices.tolist()
+        return greedy_from_logits(self.head(hidden))
 
     def int8_sources(self) -> dict[str, tuple[str, ...]]:
         """The projections ``fuse_projections(quantize="int8")`` builds, by their cache name, each

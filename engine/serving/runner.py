@@ -13,7 +13,7 @@ import torch
 
 from engine.network.decode_row import decode_row_forward_for, decode_rows_only
 from engine.network.decoder import StepMetadata, decoder_forward
-from engine.network.modules import Qwen3ASRNetwork
+from engine.network.modules import Qwen3ASRNetwork, greedy_from_logits
 from engine.serving.attention import attention_backend, attention_function
 from engine.serving.encoder_cache import EncoderCache
 from engine.serving.flash import attention_tensors
@@ -192,7 +192,7 @@ class ModelRunner:
         tokens = []
         if self.graphs is not None and graphable and self.graphs.fits(inputs.input_ids.numel(), inputs.meta):
             logits = self.graphs.run(self.embeddings(inputs), inputs.meta, inputs.sample_index)
-            tokens = logits.float().max(dim=-1).indices.tolist()       # the first maximal index, as argmax
+            tokens = greedy_from_logits(logits)
         else:
             hidden = self.hidden_states(inputs)
             if inputs.sample_rows:

@@ -97,9 +97,9 @@ def decode_bytes(net) -> int:
                                    + 3 * cfg.intermediate_size)                       # gate_up, down
     head = cfg.hidden_size * cfg.vocab_size
     elt = net.language_model.norm.weight.element_size()
-    if getattr(net, "compact_projections", 0):              # float32 math on 2-byte weights (fp16_weights)
+    if net.compact_projections:                             # float32 math on 2-byte weights (fp16_weights)
         elt = 2
-    head_elt = 1 if getattr(net, "head_screen", None) is not None else elt   # one row's token: the int8 copy
+    head_elt = 1 if net.head_screen is not None else elt   # one row's token: the int8 copy
     return (cfg.layers * per_layer) * elt + head * head_elt
 
 
