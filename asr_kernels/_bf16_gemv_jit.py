@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, kernel, ptr, round_into
@@ -37,7 +38,8 @@ def _block_dot(block: int):
     def block_dot(typingctx, w_at, x_even_at, x_odd_at, pairs, out_at):
         """out[0:block] (float32) = for each output j, the sum over pairs i, in i order, of
         x_even[i] * w[i, j].even + x_odd[i] * w[i, j].odd, where w [pairs, block] holds uint32 words of
-        two bfloat16 (even k in the low half). Each add rounds once: no contraction, no reassociation."""
+        two bfloat16 (even k in the low half). Each product is added by a fused multiply-add (one rounding;
+        a product of bfloat16 values is exact in float32 anyway), in k order: no reassociation."""
         def codegen(context, builder, signature, args):
             w_at, x_even_at, x_odd_at, pairs, out_at = args
             words = builder.inttoptr(w_at, _V8I.as_pointer())                 # [pairs * groups] x 8 words
@@ -67,13 +69,14 @@ def _block_dot(block: int):
             ahead = builder.add(builder.mul(i, _const(_I64, block * 4)), _const(_I64, PREFETCH_BYTES))
             for line in range(lines):                              # this pair's words, line by line
                 emit_prefetch(builder, builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]))
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8F, [_V8F] * 3), "llvm.fma.v8f32")
             sums = []
             for g, acc in enumerate(accs):
                 at = builder.add(builder.mul(i, _const(_I64, groups)), _const(_I64, g))
                 v = builder.load(builder.gep(words, [at]), align=4)
                 even = builder.bitcast(builder.shl(v, shift), _V8F)
                 odd = builder.bitcast(builder.and_(v, high), _V8F)
-                sums.append(builder.fadd(builder.fadd(acc, builder.fmul(a, even)), builder.fmul(c, odd)))
+                sums.append(builder.call(fma, [c, odd, builder.call(fma, [a, even, acc])]))
             following = builder.add(i, _const(_I64, 1))
             i.add_incoming(following, loop)
             for acc, s in zip(accs, sums):
@@ -125,3 +128,29 @@ def gemv_team(data):
 
 
 gemv_team = kernel(gemv_team, c_signature=types.void(types.voidptr), fastmath={"contract"})
+
+
+def gemv_team_f32(data):
+    """``gemv_team`` for a float32 row x [k] and float32 outputs: each output's k-order float32 sum,
+    not rounded (the weights' bfloat16 values times float32 activations: float32 math, as where
+    bfloat16 is not native). ``bf16_gemv.gemv_reference_f32`` is its twin."""
+    thread_num, team_size, x_at, w_at, out_at, n, k, shares, block = carray(data, (_N_FIELDS,), np.int64)
+    half = k // 2
+    x = carray(ptr(x_at), (k,), np.float32)
+    x_even, x_odd = np.empty(half, np.float32), np.empty(half, np.float32)
+    for i in range(half):
+        x_even[i] = x[2 * i]
+        x_odd[i] = x[2 * i + 1]
+    blocks = n // block
+    per_share = (blocks + shares - 1) // shares
+    first, stride = (call_int(thread_num), call_int(team_size)) if thread_num != 0 else (0, 1)
+    for share in range(first, shares, stride):
+        for b in range(share * per_share, min(blocks, share * per_share + per_share)):
+            at = w_at + b * block * k * 2
+            if block == 64:
+                block_dot64(at, x_even.ctypes.data, x_odd.ctypes.data, half, out_at + b * block * 4)
+            else:
+                block_dot32(at, x_even.ctypes.data, x_odd.ctypes.data, half, out_at + b * block * 4)
+
+
+gemv_team_f32 = kernel(gemv_team_f32, c_signature=types.void(types.voidptr), fastmath={"contract"})

@@ -15,6 +15,11 @@ it is neither (another CPU kind, another oneDNN), and the caller keeps oneDNN.
 Bits: each output sums its products in k order in float32 and rounds once to bfloat16;
 ``gemv_reference`` is the torch twin, equal bit for bit (tests/test_bf16_gemv.py). oneDNN sums in
 an order of its own, so about one output in 10^4 rounds to the neighbouring bfloat16.
+
+The same loop serves float32 rows (``dtype=torch.float32``: float32 in, float32 sums out, not
+rounded) over a copy of bfloat16-valued weights in that layout (``float_row_copy``): the one-row
+projections of a float32 model on CPUs without native bfloat16, whose compact weights
+(fp16_weights) are otherwise read through fbgemm with several torch calls around each.
 """
 from __future__ import annotations
 
@@ -27,29 +32,32 @@ import torch
 from asr_kernels import switch_on
 from asr_kernels.team_run import run_compiled, team_queries
 
-__all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "packed_block", "pack_reference",
-           "gemv_reference"]
+__all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "float_row_copy", "packed_block",
+           "pack_reference", "gemv_reference"]
 
-# "0" keeps one-row projections on oneDNN (benchmarks compare the two in one run).
+# "0" keeps one-row projections on oneDNN or fbgemm (benchmarks compare the two in one run).
 SWITCH = "QWEN3_ASR_ROW_GEMV"
 BLOCKS = (32, 64)   # the block widths the kernel reads
-_body = None        # the compiled team body (a numba cfunc)
+COPY_BLOCK = 64     # float_row_copy's width: the faster of the two on AVX2 and AVX-512 alike
+_bodies = {}        # the compiled team bodies (numba cfuncs) by row dtype
 _queries = None     # team_run.team_queries(): None where no OpenMP team is loaded
 
 
 @functools.lru_cache(maxsize=1)
 def _compiled() -> bool:
     """Compile (or load from numba's cache) the kernel; False where numba is missing or fails."""
-    global _body, _queries
+    global _queries
     try:
         from asr_kernels import _bf16_gemv_jit as jit
 
-        _body, _queries = jit.gemv_team, team_queries()
-        for block in BLOCKS:                                     # one block, one pair: compiles it
-            w = torch.ones(block, 2, dtype=torch.bfloat16)
-            RowGemv(w.data_ptr(), block, 2, owner=w, block=block)(torch.ones(1, 2, dtype=torch.bfloat16))
+        _bodies.update({torch.bfloat16: jit.gemv_team, torch.float32: jit.gemv_team_f32})
+        _queries = team_queries()
+        for dtype in _bodies:
+            for block in BLOCKS:                                 # one block, one pair: compiles it
+                w = torch.ones(block, 2, dtype=torch.bfloat16)
+                RowGemv(w.data_ptr(), block, 2, owner=w, block=block, dtype=dtype)(torch.ones(1, 2, dtype=dtype))
     except Exception:       # no numba, an unsupported platform: oneDNN
-        _body = None
+        _bodies.clear()
         return False
     return True
 
@@ -97,19 +105,27 @@ def packed_block(packed: torch.Tensor, weight: torch.Tensor) -> int | None:
 
 
 class RowGemv:
-    """``x @ W.T`` for one bfloat16 row x [1, k] -> [1, n], W's bfloat16 bits at ``address`` in the
-    [n / block][k / 2][block][2] layout. ``owner`` (the packed tensor) is held, so the bits live as long."""
+    """``x @ W.T`` for one row x [1, k] -> [1, n], W's bfloat16 bits at ``address`` in the
+    [n / block][k / 2][block][2] layout. ``owner`` (the packed tensor) is held, so the bits live as long.
+    ``dtype``: the row's and the outputs' (bfloat16, rounded once; or float32, not rounded)."""
 
-    def __init__(self, address: int, n: int, k: int, owner: object, block: int = 32):
+    def __init__(self, address: int, n: int, k: int, owner: object, block: int = 32,
+                 dtype: torch.dtype = torch.bfloat16):
         if block not in BLOCKS:
             raise ValueError(f"block must be one of {BLOCKS}, got {block}")
         if n % block or k % 2 or n <= 0:
             raise ValueError(f"the packed layout needs n a multiple of {block} and k even, got n={n}, k={k}")
+        if dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError(f"rows are bfloat16 or float32, got {dtype}")
         self.n, self.k, self.block, self.owner, self._address = n, k, block, owner, address
+        self.dtype, self._body = dtype, _bodies[dtype]
+
+    def _check(self, x: torch.Tensor) -> None:
+        if x.shape != (1, self.k) or x.dtype != self.dtype or not x.is_contiguous():
+            raise ValueError(f"expected a contiguous {self.dtype} [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
-            raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
+        self._check(x)
         return self._run(x, min(torch.get_num_threads(), self.n // self.block) if _queries else 1)
 
     def with_shares(self, x: torch.Tensor, shares: int) -> torch.Tensor:
@@ -123,25 +139,24 @@ class RowGemv:
         calling thread: the same bits, since each output's sum is its own (int8_argmax reads a few)."""
         if not 0 <= b < self.n // self.block:
             raise ValueError(f"block {b} is outside the weight's {self.n // self.block} blocks")
-        if x.shape != (1, self.k) or x.dtype != torch.bfloat16 or not x.is_contiguous():
-            raise ValueError(f"expected a contiguous bfloat16 [1, {self.k}] row, got {x.dtype} {tuple(x.shape)}")
-        out = torch.empty(self.block, dtype=torch.bfloat16)
+        self._check(x)
+        out = torch.empty(self.block, dtype=self.dtype)
         data = np.array((0, 0, x.data_ptr(), self._address + b * self.block * self.k * 2, out.data_ptr(),
                          self.block, self.k, 1, self.block), np.int64)
-        _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+        self._body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
     def _run(self, x: torch.Tensor, shares: int) -> torch.Tensor:
         # ~113 calls a decode step: nothing here but the output and the body's nine fields
-        out = torch.empty(1, self.n, dtype=torch.bfloat16)
+        out = torch.empty(1, self.n, dtype=self.dtype)
         if shares > 1:
             data = np.array((*_queries, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, shares,
                              self.block), np.int64)
-            run_compiled(_body.address, data.ctypes.data, shares)
+            run_compiled(self._body.address, data.ctypes.data, shares)
         else:                       # on the calling thread (the body sees thread_num 0: no team)
             data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1, self.block),
                             np.int64)
-            _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+            self._body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
 
@@ -155,14 +170,31 @@ def row_gemv_for(packed: torch.Tensor, weight: torch.Tensor) -> RowGemv | None:
                                               block=block)
 
 
+def float_row_copy(weight: torch.Tensor) -> RowGemv | None:
+    """The kernel for float32 rows over a copy of ``weight`` [n, k] (float32 or bfloat16 whose
+    values are all bfloat16) in the blocked layout, 2 bytes a value; None where it does not apply:
+    switched off, no numba, n not a multiple of ``COPY_BLOCK``, k odd, or a value bfloat16 cannot hold."""
+    n, k = weight.shape
+    if weight.device.type != "cpu" or n % COPY_BLOCK or k % 2 or not n or not enabled():
+        return None
+    bf16 = weight.detach().to(torch.bfloat16)
+    if weight.dtype != torch.bfloat16 and not all(bool((b.float() == w).all()) for b, w in
+                                                  zip(bf16.split(1024), weight.detach().split(1024))):
+        return None     # in slices: small temporaries; false for NaN too (the fbgemm path keeps it)
+    packed = pack_reference(bf16, COPY_BLOCK)
+    return RowGemv(packed.data_ptr(), n, k, owner=packed, block=COPY_BLOCK, dtype=torch.float32)
+
+
 def gemv_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The kernel's math in torch: x [k] bfloat16, weight [n, k] bfloat16 -> [n] bfloat16, each
-    output summed in k order in float32 (products of bfloat16 values are exact there), rounded once."""
-    xf, wf = x.float(), weight.float()
+    """The kernel's math in torch: x [k] bfloat16 or float32, weight [n, k] bfloat16 -> [n] of x's
+    dtype, each output summed in k order in float32, each product added with one rounding (a fused
+    multiply-add: the product, exact in float64, added there and rounded to float32), rounded once
+    to bfloat16 for a bfloat16 x."""
+    xd, wd = x.double(), weight.double()
     acc = torch.zeros(weight.shape[0], dtype=torch.float32)
     for i in range(x.shape[0]):
-        acc = acc + xf[i] * wf[:, i]
-    return acc.to(torch.bfloat16)
+        acc = (acc.double() + xd[i] * wd[:, i]).float()
+    return acc.to(x.dtype)
 
 
 def pack_reference(weight: torch.Tensor, block: int = 32) -> torch.Tensor:

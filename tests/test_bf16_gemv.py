@@ -163,3 +163,31 @@ def test_reads_the_blocks_of_64_onednn_packs_without_amx():
     done = subprocess.run([sys.executable, "-c", _AVX512_BF16_ONLY], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+# --- float32 rows over a copy of bfloat16-valued weights (compact weights where bfloat16 is not native) ---
+
+@pytest.mark.parametrize("n, k", [(64, 2), (192, 64), (1024, 2048), (4096, 1024), (1024, 3072), (320, 1026)])
+def test_float32_rows_equal_the_twin(n, k):
+    w = weight(n, k, seed=n)
+    x = torch.randn(1, k, generator=torch.Generator().manual_seed(k))
+    gemv = bf16_gemv.float_row_copy(w.float())
+    assert gemv.dtype == torch.float32 and gemv.block == bf16_gemv.COPY_BLOCK
+    out = gemv(x)
+    assert out.dtype == torch.float32 and torch.equal(out[0], bf16_gemv.gemv_reference(x[0], w))
+    for shares in ([1, 2, n // 64] if team_run.team_available() else [1]):
+        assert torch.equal(gemv.with_shares(x, shares), out)
+    assert torch.equal(gemv.block_outputs(x, n // 64 - 1), out[0, -64:])
+    with pytest.raises(ValueError, match="float32"):
+        gemv(x.bfloat16())
+
+
+def test_a_float_row_copy_only_of_what_it_holds_exactly(monkeypatch):
+    w = weight(128, 64).float()
+    assert bf16_gemv.float_row_copy(w) is not None and bf16_gemv.float_row_copy(w.bfloat16()) is not None
+    off = w.clone()
+    off[7, 3] += 2 ** -20                                       # not a bfloat16 value
+    assert bf16_gemv.float_row_copy(off) is None
+    assert bf16_gemv.float_row_copy(w[:96]) is None             # rows not a multiple of 64
+    monkeypatch.setenv(bf16_gemv.SWITCH, "0")
+    assert bf16_gemv.float_row_copy(w) is None
