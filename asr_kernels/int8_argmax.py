@@ -1,16 +1,17 @@
-"""The greedy token of one row through a bfloat16 LM head, from an int8 read of the head: exact.
+"""The greedy token of one row through an LM head of bfloat16 values, from an int8 read of the head: exact.
 
 One clip at a time and a live stream alone, a decode step reads every weight once, and the LM head
 (151936 x 1024 for the 0.6B) is a quarter of those bytes; only its argmax is ever used. So the
 head is read in int8 (half the bytes): for each output r, an approximation ``a_r`` with a bound
 ``|a_r - c_r| <= B_r * ||x||``, where ``c_r`` is the float32 sum the exact kernel (``bf16_gemv``)
-rounds to the logit. ``B_r`` is fixed at load (Cauchy-Schwarz on the row's quantization error, plus
+rounds to the logit (a bfloat16 row) or gives as it is (a float32 row over the head's one-row copy). ``B_r`` is fixed at load (Cauchy-Schwarz on the row's quantization error, plus
 float32 summation error of both sums, ``bound_coefficients``). Then:
 
 1. the row with the highest lower bound ``a_j - B_j ||x||`` has its exact block computed: its
    logit ``M0``; the argmax's logit is at least ``M0``;
 2. a row whose upper bound ``a_r + B_r ||x||`` is below the lower edge of ``M0``'s bfloat16 rounding
-   interval rounds below ``M0``, so it can be neither the maximum nor tied with it;
+   interval (``M0`` itself for float32 logits) has a logit below ``M0``, so it can be neither the
+   maximum nor tied with it;
 3. every group of 64 rows holding another row is computed exactly by the same kernel on the same
    packed bytes, and the first row holding the largest logit is the token: the full head's argmax,
    bit for bit.
@@ -100,7 +101,7 @@ def approx_reference(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> t
 
 def reference_token(x: torch.Tensor, weight: torch.Tensor) -> int:
     """What ``greedy`` must return: the first index of the largest logit of the one-row kernel's
-    math (``bf16_gemv.gemv_reference``: k-order float32 sums, rounded to bfloat16)."""
+    math (``bf16_gemv.gemv_reference``: k-order float32 sums, rounded to bfloat16 for a bfloat16 x)."""
     return int(bf16_gemv.gemv_reference(x, weight).float().max(dim=-1).indices)
 
 
@@ -131,8 +132,9 @@ def _lower_edge(value: float) -> float:
 
 
 class ArgmaxScreen:
-    """The exact greedy token of one bfloat16 row through a head whose one-row kernel is ``row``
-    (a ``bf16_gemv.RowGemv`` over oneDNN's packed head, blocks of 64 or 32), read first in int8."""
+    """The exact greedy token of one row through a head whose one-row kernel is ``row`` (a
+    ``bf16_gemv.RowGemv``: bfloat16 rows over oneDNN's packed head, blocks of 64 or 32, or float32
+    rows over a copy), read first in int8. ``weight``: the head's values in bfloat16."""
 
     def __init__(self, weight: torch.Tensor, row: bf16_gemv.RowGemv):
         n, k = weight.shape
@@ -151,8 +153,10 @@ class ArgmaxScreen:
         self.row, self.n, self.k = row, n, k
 
     def greedy(self, x: torch.Tensor) -> int | None:
-        """The token ``reference_token(x, head)`` gives, for x [1, k] bfloat16; None where the screen
-        cannot decide cheaply (the caller reads the whole head)."""
+        """The token ``reference_token(x, head)`` gives, for x [1, k] of the row kernel's dtype; None
+        where the screen cannot decide cheaply (the caller reads the whole head)."""
+        if x.dtype != self.row.dtype:        # bfloat16 rows over a float32 kernel: logits rounded after it
+            return None
         xf = x.reshape(-1).float()                                   # exact: bfloat16 widens exactly
         norm = float(xf.double().norm()) * (1 + 1e-9)
         if not np.isfinite(norm):
@@ -168,7 +172,8 @@ class ArgmaxScreen:
         if not np.isfinite(first):
             return None
         groups = np.empty(MAX_BLOCKS, np.int64)
-        count = _jit.candidate_blocks(approx, bound, norm * (1 + 1e-12), _lower_edge(first), groups)
+        edge = _lower_edge(first) if self.row.dtype == torch.bfloat16 else first    # float32: not rounded
+        count = _jit.candidate_blocks(approx, bound, norm * (1 + 1e-12), edge, groups)
         if count <= 0:                  # too many (none cannot be: the best row's group reaches the edge)
             return None
         values = torch.cat([self._group(x, int(g), exact) for g in groups[:count]]).float()
@@ -185,11 +190,12 @@ class ArgmaxScreen:
 
 
 def screen_for(weight: torch.Tensor, row: bf16_gemv.RowGemv | None) -> ArgmaxScreen | None:
-    """The screen for a bfloat16 head ``weight`` [n, k] read one row at a time by ``row``, or None:
-    switched off, no numba, no one-row kernel (or n not a multiple of 64), or a weight that is not
-    finite."""
-    if (row is None or BLOCK % row.block or weight.shape[0] % BLOCK or weight.dtype != torch.bfloat16
-            or weight.device.type != "cpu"
+    """The screen for a head ``weight`` [n, k] read one row at a time by ``row``, or None: switched
+    off, no numba, no one-row kernel (or n not a multiple of 64), or a weight that is not finite.
+    A float32 weight (a float32 model's head, whose one-row kernel reads a bfloat16 copy of it: its
+    values are bfloat16's) is read as bfloat16."""
+    if (row is None or BLOCK % row.block or weight.shape[0] % BLOCK
+            or weight.dtype not in (torch.bfloat16, torch.float32) or weight.device.type != "cpu"
             or not enabled() or not bool(torch.isfinite(weight).all())):
         return None
-    return ArgmaxScreen(weight, row)
+    return ArgmaxScreen(weight.to(torch.bfloat16), row)

@@ -228,3 +228,32 @@ def test_compact_embedding_looks_up_the_checkpoint_values_exactly(tied_bf16_chec
     looked_up = compact(ids)
     assert looked_up.dtype == plain.embed_tokens.weight.dtype
     assert torch.equal(looked_up, plain.embed_tokens(ids))
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_one_row_reads_its_copy_and_more_rows_read_fbgemm(fp16_on):
+    """One row (a decode step alone) through the one-row copy: the kernel's float32 sums of the same
+    values, no scale; several rows through fbgemm. Both within float32 rounding of F.linear."""
+    from asr_kernels import bf16_gemv
+
+    w = bf16_valued(256, 512, seed=3)
+    proj = packed(w)
+    assert proj.row is not None and proj.tensors() == [proj.row.owner]
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(4))
+    one = proj(x[:1])
+    assert torch.equal(one[0], bf16_gemv.gemv_reference(x[0], w.bfloat16()))
+    torch.testing.assert_close(proj(x), F.linear(x, w), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(one, F.linear(x[:1], w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_no_one_row_copies_where_memory_is_short(bf16_checkpoint, monkeypatch, fp16_on):
+    from engine.network import platform as platform_rules
+
+    eng = engine.load(bf16_checkpoint, device="cpu", dtype="float32")
+    assert fp16_projections(eng) and all(p.row is not None for p in fp16_projections(eng))
+    monkeypatch.setattr(platform_rules, "available_memory_bytes", lambda: platform_rules.ROW_COPY_HEADROOM)
+    short = engine.load(bf16_checkpoint, device="cpu", dtype="float32")
+    assert fp16_projections(short) and all(p.packed is not None and p.row is None for p in fp16_projections(short))
+    audio = clip(3.0, 5)
+    assert short.generate([audio], max_new_tokens=12) == eng.generate([audio], max_new_tokens=12)

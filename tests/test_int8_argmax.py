@@ -204,3 +204,79 @@ def test_bfloat16_engine_tokens_with_it_equal_the_whole_heads(wide_vocab_dir, mo
     monkeypatch.delenv(ia.SWITCH)
     # a one-shot CLI run on under a minute of audio loads without compact weights: no copy to build
     assert engine.load(wide_vocab_dir, device="cpu", dtype="bfloat16", compact_weights=False).runner.net.head_screen is None
+
+
+# --- float32 rows over a one-row copy (a float32 model's compact head: CPUs without native bfloat16) ---
+
+def float_screen(w: torch.Tensor) -> ia.ArgmaxScreen:
+    """The screen over a float32 head of bfloat16 values, read one row at a time by ``float_row_copy``."""
+    row = bf16_gemv.float_row_copy(w.float())
+    assert row is not None and row.dtype == torch.float32
+    return ia.screen_for(w.float(), row)
+
+
+def float_rows(k: int, count: int, seed: int = 1, scale: float = 3.0) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, k, generator=gen) * scale for _ in range(count)]
+
+
+def test_float32_rows_get_the_float32_heads_first_largest_logit():
+    """No rounding to bfloat16 after the sums: the token is the first largest float32 logit of the
+    kernel's math, decided without the whole head for ordinary rows."""
+    w = head(4096, 1024, seed=5)
+    screen = float_screen(w)
+    decided = 0
+    for x in float_rows(1024, 40, seed=6):
+        got = screen.greedy(x)
+        decided += got is not None
+        assert got in (None, ia.reference_token(x.reshape(-1), w))
+        assert got in (None, int(screen.row(x)[0].max(dim=-1).indices))         # the whole head through the kernel
+    assert decided == 40
+
+
+def test_float32_ties_go_to_the_first_index_and_bfloat16_rows_are_left_to_the_head():
+    n, k = 1024, 256
+    w = head(n, k, seed=7)
+    x = float_rows(k, 1, seed=8)[0]
+    top = ia.reference_token(x.reshape(-1), w)
+    for copy_at in (5, 700, n - 1):
+        tied = w.clone()
+        tied[copy_at] = w[top]
+        assert float_screen(tied).greedy(x) == ia.reference_token(x.reshape(-1), tied) == min(copy_at, top)
+    # a bfloat16 row through a float32 kernel: its logits are rounded after the sums, so the screen
+    # leaves it to the whole head rather than decide on unrounded values
+    assert float_screen(w).greedy(x.bfloat16()) is None
+
+
+@pytest.fixture(scope="module")
+def wide_bf16_vocab_dir(tmp_path_factory):
+    """As ``wide_vocab_dir``, stored in bfloat16 as real checkpoints are (compact weights need it)."""
+    from checkpoints import TINY, build_checkpoint
+
+    return build_checkpoint(tmp_path_factory.mktemp("tiny-1024-bf16"), seed=4, dims=dict(TINY, vocab_size=1024),
+                            tie=True, dtype=torch.bfloat16)
+
+
+def test_float32_engine_tokens_with_it_equal_the_whole_heads(wide_bf16_vocab_dir, monkeypatch):
+    """A CPU without native bfloat16 (float32, compact weights): the head's one-row copy and its screen
+    are built, every one-row token comes through the screen, and the tokens are the ones without it."""
+    import numpy as np
+    from platforms import on_platform
+
+    import engine
+
+    on_platform(monkeypatch, native_bf16=False)
+    gen = np.random.default_rng(0)
+    clips = [(0.1 * gen.standard_normal(int(16000 * s))).astype(np.float32) for s in (1.5, 3.0, 2.2)]
+    eng = engine.load(wide_bf16_vocab_dir, device="cpu", dtype="float32")
+    net = eng.runner.net
+    assert net.head.row is not None and net.head_screen is not None
+    calls = []
+    original = net.head_screen.greedy
+    monkeypatch.setattr(net.head_screen, "greedy", lambda x: calls.append(original(x)) or calls[-1])
+    with_screen = tokens(eng, clips)
+    assert len(calls) >= 3 * 23 and all(t is not None for t in calls)
+    monkeypatch.setenv(ia.SWITCH, "0")
+    plain = engine.load(wide_bf16_vocab_dir, device="cpu", dtype="float32")
+    assert plain.runner.net.head_screen is None
+    assert tokens(plain, clips) == with_screen

@@ -10,6 +10,11 @@ checked: one with a single value that does not come back exactly keeps its float
 values and the float32 math are the same; only the summation order differs, as between any two
 float32 GEMMs, so float32 greedy tokens are still checked against transformers.
 
+One row at a time (one clip, a live stream alone) fbgemm's call costs several torch calls around
+it, so where memory allows (``platform.ROW_COPY_HEADROOM``) each weight also gets a copy in
+``bf16_gemv``'s blocked layout (the same values as bfloat16, 2 bytes each), which one-row steps
+read with float32 math and no scale; steps of more rows keep fbgemm.
+
 Checking and packing cost load time (``pack_all``); ``engine.load(compact_weights=False)``
 skips them. A tied LM head is compacted too, and the token embedding then looks its rows up in
 the same float16 values (``CompactEmbedding``). Figures: tests/bench/RESULTS.md.
@@ -21,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from asr_kernels import bf16_gemv
 from engine.network import platform
 from engine.network.linear_methods import LinearMethod, float_linear
 
@@ -82,16 +88,18 @@ class Fp16CompactLinear(LinearMethod):
         self.packed = None
         self.inverse_scale: torch.Tensor | None = None    # [out] float32
         self.values: torch.Tensor | None = None           # [out, in] float16, a tied head's only
+        self.row: bf16_gemv.RowGemv | None = None         # one-row steps' kernel over its own copy
 
-    def pack(self, scaled: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    def pack(self, scaled: tuple[torch.Tensor, torch.Tensor] | None = None, row_copy: bool = True) -> None:
         """Hand the weight to fbgemm (``scaled``: ``scale_exactly``'s result, when already
-        taken); keep the float path where it is not exact in float16."""
+        taken), with a one-row copy (``row_copy``); keep the float path where it is not exact in float16."""
         if scaled is None:
             scaled = scale_exactly(self.fallback.weight)
         if scaled is None:
             self.keep_float()
         else:
-            self.adopt([pack_rows(rows) for rows in scaled[0].split(PACK_ROWS)], scaled)
+            row = bf16_gemv.float_row_copy(self.fallback.weight) if row_copy else None
+            self.adopt([pack_rows(rows) for rows in scaled[0].split(PACK_ROWS)], scaled, row)
 
     @property
     def weight(self) -> torch.Tensor | None:
@@ -99,10 +107,10 @@ class Fp16CompactLinear(LinearMethod):
         return self.fallback.weight if self.fallback is not None else None
 
     def tensors(self) -> list[torch.Tensor]:
-        """None of its own to place: the steps read fbgemm's packed rows, which torch keeps opaque
-        (a tied head's float16 values are read by the embedding, a few rows a step). A float
-        fallback is a method of its own and lists its weight itself."""
-        return []
+        """The one-row copy, where there is one: fbgemm's packed rows are opaque to torch (a tied
+        head's float16 values are read by the embedding, a few rows a step). A float fallback is a
+        method of its own and lists its weight itself."""
+        return [self.row.owner] if self.row is not None else []
 
     def keep_float(self) -> None:
         """Not packed: the float method ``float_linear`` picks (a tied head keeps the
@@ -110,15 +118,19 @@ class Fp16CompactLinear(LinearMethod):
         if not self.tied and self.packed is None:
             self.fallback = float_linear(self.fallback.weight)
 
-    def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor]) -> None:
-        """Take the packed slices of ``scaled`` (``PACK_ROWS`` rows each, in order)."""
+    def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor],
+              row: bf16_gemv.RowGemv | None = None) -> None:
+        """Take the packed slices of ``scaled`` (``PACK_ROWS`` rows each, in order) and the
+        one-row kernel over a copy of the same values, if any."""
         values = scaled[0].half() if self.tied else None      # before any field changes
-        self.packed, self.inverse_scale, self.values = slices, scaled[1], values
+        self.packed, self.inverse_scale, self.values, self.row = slices, scaled[1], values, row
         self.fallback = None       # the packed copy holds the weights: half the bytes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:        # x: [tokens, in] -> [tokens, out]
         if self.packed is None:
             return self.fallback(x)
+        if self.row is not None and x.shape[0] == 1:          # the unscaled values: no scale to apply
+            return self.row(x.float().contiguous()).to(x.dtype)
         x32 = x.float().contiguous()
         if len(self.packed) == 1:
             y = torch.ops.quantized.linear_dynamic_fp16(x32, self.packed[0])                 # float32
@@ -149,26 +161,38 @@ def pack_rows(rows: torch.Tensor):
     return torch.ops.quantized.linear_prepack_fp16(rows.contiguous(), None)
 
 
+def row_copies_fit(projections: list[Fp16CompactLinear]) -> bool:
+    """Whether the one-row copies of all ``projections`` (2 bytes a value) leave
+    ``platform.ROW_COPY_HEADROOM`` of memory free (or the free memory is unknown)."""
+    need = sum(p.fallback.weight.numel() * 2 for p in projections if p.fallback is not None)
+    free = platform.available_memory_bytes()
+    return free is None or free - need >= platform.ROW_COPY_HEADROOM
+
+
 def pack_all(projections: list[Fp16CompactLinear]) -> None:
     """Check every weight on this thread and pack the exact ones on a pool of threads, a few at
     a time: fbgemm packs one slice on one core, so the pool packs as many slices at once as
-    there are threads, with this thread waiting meanwhile.
+    there are threads, with this thread waiting meanwhile. The one-row copies (``row_copies_fit``)
+    are made beside the check.
 
     Checking and packing never overlap: the check's torch ops start their own team of threads,
     and beside busy packing threads every team's barrier waits on a thread that has no core.
     A failed pack warns and keeps the float method."""
     workers = max(1, torch.get_num_threads())
+    copies = row_copies_fit(projections)
     with ThreadPoolExecutor(workers, thread_name_prefix="fp16-pack") as pool:
         for start in range(0, len(projections), workers):
             batch = [(p, scale_exactly(p.fallback.weight)) for p in projections[start:start + workers]]
-            jobs = [(p, scaled, [pool.submit(pack_rows, rows) for rows in scaled[0].split(PACK_ROWS)])
-                    for p, scaled in batch if scaled is not None]
+            rows = [bf16_gemv.float_row_copy(p.fallback.weight) if copies and scaled is not None else None
+                    for p, scaled in batch]
+            jobs = [(p, scaled, row, [pool.submit(pack_rows, part) for part in scaled[0].split(PACK_ROWS)])
+                    for (p, scaled), row in zip(batch, rows) if scaled is not None]
             for proj, scaled in batch:
                 if scaled is None:
                     proj.keep_float()
-            for proj, scaled, slices in jobs:
+            for proj, scaled, row, slices in jobs:
                 try:
-                    proj.adopt([job.result() for job in slices], scaled)
+                    proj.adopt([job.result() for job in slices], scaled, row)
                 except Exception as e:     # the float weight is kept until packing succeeds
                     warnings.warn(f"fp16 weight packing failed ({e}); using the float32 path", stacklevel=2)
                     proj.keep_float()

@@ -192,12 +192,13 @@ class Qwen3ASRNetwork(nn.Module):
             weight = self.lm_head.weight.data
             tied = weight.data_ptr() == self.language_model.embed_tokens.weight.data_ptr()
             self.head = choose("head", weight, tied=tied)
-            # One row's greedy token from an int8 read of a bfloat16 head, exactly (int8_argmax);
-            # built with the compact weights, whose load-time cost the same inputs repay.
-            self.head_screen = int8_argmax.screen_for(weight, getattr(self.head, "row", None)) if compact else None
         choose.finish()
         self.compact_projections = choose.compact_count
         if hasattr(self, "lm_head"):
+            # One row's greedy token from an int8 read of the head, exactly (int8_argmax), where a
+            # one-row kernel reads it; built with the compact weights, whose load-time cost the same
+            # inputs repay.
+            self.head_screen = int8_argmax.screen_for(weight, getattr(self.head, "row", None)) if compact else None
             embedding = choose.compact_embedding(self.head, self.language_model.norm.weight.dtype)
             if embedding is not None:        # a tied head packed in float16: the embedding reads it
                 self.language_model.embed_tokens = embedding

@@ -10,7 +10,8 @@ the project looks at the CPU vendor or probes torch's kernels. The rules, in one
 | bfloat16 decoder projections          | oneDNN-packed where ``onednn_bf16_packing``       | skinny decode GEMMs read the packed layout faster, bit-identical |
 | float32 projections of few rows       | oneDNN where ``onednn_f32_small_rows``            | MKL takes generic code paths on x86 CPUs that are not Intel's |
 | compact weights (bfloat16 values in 2 bytes) | float32 on CPU without ``native_bf16``, where ``fbgemm_fp16`` | a decode step reads half the bytes, same values, float32 math |
-| the LM head's int8 copy (one row's greedy token, ``int8_argmax``) | bfloat16 heads with a one-row kernel (``bf16_gemv``), with compact weights | a one-row step reads a quarter fewer bytes, same tokens |
+| one-row compact projections           | ``bf16_gemv`` on a second copy of the compact weights, where ``available_memory_bytes`` leaves ``ROW_COPY_HEADROOM`` | fbgemm's one-row call costs several torch calls around it; same values, float32 math |
+| the LM head's int8 copy (one row's greedy token, ``int8_argmax``) | heads with a one-row kernel (``bf16_gemv``), with compact weights | a one-row step reads a quarter fewer bytes, same tokens |
 | ... from the CLI                      | when its inputs hold ``COMPACT_MIN_AUDIO_SECONDS`` of audio (the app always) | checking and packing cost load time that short inputs do not repay |
 | int8 quantization                     | fbgemm's dynamic int8 linear where ``fbgemm_int8``, else dequantize per call | |
 
@@ -29,6 +30,25 @@ import torch.nn.functional as F
 
 # Audio (seconds) from which compacting the weights at load repays its cost in a one-shot run.
 COMPACT_MIN_AUDIO_SECONDS = 60.0
+# Memory left free after the one-row copies of compact weights (fp16_weights), for the KV cache and
+# the app; with less, one-row steps keep fbgemm's copy alone.
+ROW_COPY_HEADROOM = 2 << 30
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the system can give without swapping (Linux MemAvailable, else psutil), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from engine.network.loading import (
     resolve_dtype,
 )
 from engine.network import huge_pages
+from engine.network.platform import available_memory_bytes
 from engine.serving.config import EngineConfig
 from engine.serving.kv_cache import KVCache
 from engine.serving.request import Request, RequestOutput, RequestState
@@ -33,22 +34,6 @@ from engine.serving.scheduler import Scheduler
 CPU_BLOCK_SIZE = 64
 CPU_ROW_TOKENS = 1024          # a 30 s chunk: ~400 prompt tokens and room for its text
 CPU_MIN_CACHE_BYTES = 1 << 30  # the floor when little memory is free: 16 float32 rows of ~270 tokens
-
-
-def available_memory_bytes() -> int | None:
-    """Memory the system can give without swapping (Linux MemAvailable, else psutil), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
 
 
 def total_memory_bytes(device: torch.device) -> int | None:
