@@ -393,7 +393,11 @@ def test_a_trained_model_hears_the_same_words_either_way(monkeypatch):
 def test_where_the_compiled_ops_are_not_chosen(tiny_model_dir, monkeypatch):
     import engine
 
-    assert engine.load(tiny_model_dir, device="cpu", dtype="float32").runner.decode_row is None   # exact path
+    from asr_kernels import f32_decode_row
+
+    monkeypatch.setenv(f32_decode_row.SWITCH, "0")       # float32 has kernels of its own (test_f32_decode_row.py)
+    assert engine.load(tiny_model_dir, device="cpu", dtype="float32").runner.decode_row is None
+    monkeypatch.delenv(f32_decode_row.SWITCH)
     monkeypatch.setenv(kernels.SWITCH, "yes")
     with pytest.raises(ValueError, match=kernels.SWITCH):
         engine.load(tiny_model_dir, device="cpu", dtype="bfloat16")

@@ -8,7 +8,7 @@ The checkpoint is ``peer_checkpoint.py``'s (the one bench_peers.py runs), so the
 ones behind bench_peers' one-clip column. Timing hooks wrap the runner's encoder call, the
 decoder forward and the LM head; what an ``Engine.step`` spends outside them (scheduling,
 building the step's inputs, argmax, bookkeeping) is printed as "outside". ``--torch-profile``
-adds torch.profiler's op table for decode steps (ops by self CPU time, and how many ran).
+adds torch.profiler's op table for 8 decode steps (ops by self CPU time, and how many ran).
 ``--floor`` times the projections a decode step calls (every decoder linear method and the LM head,
 one row each, in the step's order) with nothing between them: the step's time less this floor is
 what the norms, rotary, attention, the cache writes and Python cost.
@@ -228,9 +228,14 @@ def main():
     if args.torch_profile:
         from torch.profiler import ProfilerActivity, profile
 
-        req_clip = clip
+        from bench_peers import submit
+
+        req = submit(eng, unseen(clip, 2 + args.repeat), 9)
+        timer.step(eng)                          # encoder and prefill: not in the table
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            run_clip(eng, timer, req_clip, 8)
+            while not req.finished:
+                timer.step(eng)
+        print("\ndecode steps (8) by torch op:")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
