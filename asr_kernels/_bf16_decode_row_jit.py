@@ -58,6 +58,42 @@ def emit_prefetch(builder, pointer) -> None:
     builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
 
+def emit_sum_loop(builder, count, sums: list, body, name: str, may_be_empty: bool = True) -> list:
+    """LLVM IR for ``for i in range(count)`` (count an i64) carrying vector sums in registers (phis,
+    where numba would keep an array accumulator in memory): ``sums`` are their starting values,
+    ``body(i, current)`` emits one step and returns the new sums. Returns the sums after the loop:
+    the starting ones where count <= 0, unless the caller promises count > 0 (``may_be_empty``)."""
+    i64 = ir.IntType(64)
+    entry = builder.block
+    loop = builder.function.append_basic_block(f"{name}.loop")
+    done = builder.function.append_basic_block(f"{name}.done")
+    if may_be_empty:
+        builder.cbranch(builder.icmp_signed(">", count, ir.Constant(i64, 0)), loop, done)
+    else:
+        builder.branch(loop)
+    builder.position_at_end(loop)
+    i = builder.phi(i64)
+    current = [builder.phi(s.type) for s in sums]
+    i.add_incoming(ir.Constant(i64, 0), entry)
+    for phi, start in zip(current, sums):
+        phi.add_incoming(start, entry)
+    new = body(i, current)
+    following = builder.add(i, ir.Constant(i64, 1))
+    end = builder.block
+    i.add_incoming(following, end)
+    for phi, value in zip(current, new):
+        phi.add_incoming(value, end)
+    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+    builder.position_at_end(done)
+    if not may_be_empty:
+        return new
+    results = [builder.phi(s.type) for s in sums]
+    for result, start, value in zip(results, sums, new):
+        result.add_incoming(start, entry)
+        result.add_incoming(value, end)
+    return results
+
+
 @intrinsic
 def prefetch(typingctx, address):
     """Ask for the cache line at ``address`` ahead of its use (``emit_prefetch``)."""

@@ -13,7 +13,8 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, kernel, ptr, round_into
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, emit_sum_loop, kernel, ptr, \
+    round_into
 
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block")
@@ -50,44 +51,26 @@ def _block_dot(block: int):
             zero, undef = _const(_V8F, [0.0] * 8), _const(_V8F, ir.Undefined)
             splat = _const(ir.VectorType(_I32, 8), [0] * 8)
             shift, high = _const(_V8I, [16] * 8), _const(_V8I, [-65536] * 8)
-
-            entry = builder.block
-            loop = builder.function.append_basic_block("block_dot.loop")
-            done = builder.function.append_basic_block("block_dot.done")
-            builder.cbranch(builder.icmp_signed(">", pairs, _const(_I64, 0)), loop, done)
-
-            builder.position_at_end(loop)
-            i = builder.phi(_I64)
-            accs = [builder.phi(_V8F) for _ in range(groups)]
-            i.add_incoming(_const(_I64, 0), entry)
-            for acc in accs:
-                acc.add_incoming(zero, entry)
-            a = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_even, [i])),
-                                                              _const(_I32, 0)), undef, splat)
-            c = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_odd, [i])),
-                                                              _const(_I32, 0)), undef, splat)
-            ahead = builder.add(builder.mul(i, _const(_I64, block * 4)), _const(_I64, PREFETCH_BYTES))
-            for line in range(lines):                              # this pair's words, line by line
-                emit_prefetch(builder, builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]))
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8F, [_V8F] * 3), "llvm.fma.v8f32")
-            sums = []
-            for g, acc in enumerate(accs):
-                at = builder.add(builder.mul(i, _const(_I64, groups)), _const(_I64, g))
-                v = builder.load(builder.gep(words, [at]), align=4)
-                even = builder.bitcast(builder.shl(v, shift), _V8F)
-                odd = builder.bitcast(builder.and_(v, high), _V8F)
-                sums.append(builder.call(fma, [c, odd, builder.call(fma, [a, even, acc])]))
-            following = builder.add(i, _const(_I64, 1))
-            i.add_incoming(following, loop)
-            for acc, s in zip(accs, sums):
-                acc.add_incoming(s, loop)
-            builder.cbranch(builder.icmp_signed("<", following, pairs), loop, done)
 
-            builder.position_at_end(done)
-            results = [builder.phi(_V8F) for _ in sums]           # phis first, then the stores
-            for g, (result, s) in enumerate(zip(results, sums)):
-                result.add_incoming(zero, entry)
-                result.add_incoming(s, loop)
+            def step(i, accs):
+                a = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_even, [i])),
+                                                                  _const(_I32, 0)), undef, splat)
+                c = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x_odd, [i])),
+                                                                  _const(_I32, 0)), undef, splat)
+                ahead = builder.add(builder.mul(i, _const(_I64, block * 4)), _const(_I64, PREFETCH_BYTES))
+                for line in range(lines):                          # this pair's words, line by line
+                    emit_prefetch(builder, builder.gep(raw, [builder.add(ahead, _const(_I64, 64 * line))]))
+                sums = []
+                for g, acc in enumerate(accs):
+                    at = builder.add(builder.mul(i, _const(_I64, groups)), _const(_I64, g))
+                    v = builder.load(builder.gep(words, [at]), align=4)
+                    even = builder.bitcast(builder.shl(v, shift), _V8F)
+                    odd = builder.bitcast(builder.and_(v, high), _V8F)
+                    sums.append(builder.call(fma, [c, odd, builder.call(fma, [a, even, acc])]))
+                return sums
+
+            for g, result in enumerate(emit_sum_loop(builder, pairs, [zero] * groups, step, "block_dot")):
                 builder.store(result, builder.gep(out, [_const(_I64, g)]), align=4)
             return context.get_dummy_value()
         return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen

@@ -14,7 +14,8 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import as_float, call_int, exp_reduced, inline, kernel, ptr, round_into
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_sum_loop, exp_reduced, inline, kernel, ptr, \
+    round_into
 
 
 class _BFloat(ir.types._BaseFloatType):
@@ -71,34 +72,22 @@ def _dot_tile(rows: int, cols: int):
                 return builder.bitcast(builder.gep(pointer, [at]), ir.VectorType(pointer.type.pointee, 16).as_pointer())
 
             zero = ir.Constant(_V16F, [0.0] * 16)
-            entry = builder.block
-            loop = builder.function.append_basic_block("tile.loop")
-            done = builder.function.append_basic_block("tile.done")
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            i = builder.phi(_I64)
-            sums = [[builder.phi(_V16F) for _ in range(cols)] for _ in range(rows)]
-            i.add_incoming(ir.Constant(_I64, 0), entry)
-            for s in (s for row in sums for s in row):
-                s.add_incoming(zero, entry)
-            at = builder.mul(i, b_step)
-            bs = [builder.load(vector(b, builder.add(at, builder.mul(b_col, ir.Constant(_I64, c)))), align=4)
-                  for c in range(cols)]
-            new = []
+
+            def step(i, flat):
+                at = builder.mul(i, b_step)
+                bs = [builder.load(vector(b, builder.add(at, builder.mul(b_col, ir.Constant(_I64, c)))), align=4)
+                      for c in range(cols)]
+                new = []
+                for r in range(rows):
+                    word = _splat(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, ir.Constant(_I64, r)), i)])))
+                    new += [_dot_pairs(builder, flat[r * cols + c], word, bs[c]) for c in range(cols)]
+                return new
+
+            sums = emit_sum_loop(builder, count, [zero] * (rows * cols), step, "tile", may_be_empty=False)
             for r in range(rows):
-                word = _splat(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, ir.Constant(_I64, r)), i)])))
-                new.append([_dot_pairs(builder, sums[r][c], word, bs[c]) for c in range(cols)])
-            following = builder.add(i, ir.Constant(_I64, 1))
-            i.add_incoming(following, loop)
-            for row, new_row in zip(sums, new):
-                for s, n in zip(row, new_row):
-                    s.add_incoming(n, loop)
-            builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-            builder.position_at_end(done)
-            for r, row in enumerate(new):
-                for c, s in enumerate(row):
+                for c in range(cols):
                     at = builder.add(builder.mul(out_stride, ir.Constant(_I64, r)), ir.Constant(_I64, 16 * c))
-                    builder.store(s, vector(out, at), align=4)
+                    builder.store(sums[r * cols + c], vector(out, at), align=4)
             return context.get_dummy_value()
         return types.void(*[types.int64] * 8), codegen
     return dot_tile

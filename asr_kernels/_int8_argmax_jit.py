@@ -13,7 +13,7 @@ from llvmlite import ir
 from numba import carray, types
 from numba.extending import intrinsic
 
-from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, kernel
+from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, emit_sum_loop, kernel
 
 # The int64 fields of approx_team's data, in order (int8_argmax.ArgmaxScreen fills them).
 FIELDS = ("thread_num", "team_size", "x", "q", "scale", "out", "n", "k", "shares")
@@ -40,37 +40,19 @@ def block_approx(typingctx, q_at, x_at, k, scale_at, out_at):
         splat = ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16)
         flags = ("contract", "reassoc")
 
-        entry = builder.block
-        loop = builder.function.append_basic_block("block_approx.loop")
-        done = builder.function.append_basic_block("block_approx.done")
-        builder.cbranch(builder.icmp_signed(">", k, ir.Constant(_I64, 0)), loop, done)
+        def step(i, accs):
+            xi = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x, [i])),
+                                                               ir.Constant(ir.IntType(32), 0)), undef, splat)
+            ahead = builder.add(builder.mul(i, ir.Constant(_I64, BLOCK)), ir.Constant(_I64, PREFETCH_BYTES))
+            emit_prefetch(builder, builder.gep(raw, [ahead]))
+            sums = []
+            for g, acc in enumerate(accs):
+                at = builder.add(builder.mul(i, ir.Constant(_I64, 4)), ir.Constant(_I64, g))
+                v = builder.sitofp(builder.load(builder.gep(lines, [at]), align=1), _V16F)
+                sums.append(builder.fadd(acc, builder.fmul(v, xi, flags=flags), flags=flags))
+            return sums
 
-        builder.position_at_end(loop)
-        i = builder.phi(_I64)
-        accs = [builder.phi(_V16F) for _ in range(4)]
-        i.add_incoming(ir.Constant(_I64, 0), entry)
-        for acc in accs:
-            acc.add_incoming(zero, entry)
-        xi = builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(x, [i])),
-                                                           ir.Constant(ir.IntType(32), 0)), undef, splat)
-        ahead = builder.add(builder.mul(i, ir.Constant(_I64, BLOCK)), ir.Constant(_I64, PREFETCH_BYTES))
-        emit_prefetch(builder, builder.gep(raw, [ahead]))
-        sums = []
-        for g, acc in enumerate(accs):
-            at = builder.add(builder.mul(i, ir.Constant(_I64, 4)), ir.Constant(_I64, g))
-            v = builder.sitofp(builder.load(builder.gep(lines, [at]), align=1), _V16F)
-            sums.append(builder.fadd(acc, builder.fmul(v, xi, flags=flags), flags=flags))
-        following = builder.add(i, ir.Constant(_I64, 1))
-        i.add_incoming(following, loop)
-        for acc, s in zip(accs, sums):
-            acc.add_incoming(s, loop)
-        builder.cbranch(builder.icmp_signed("<", following, k), loop, done)
-
-        builder.position_at_end(done)
-        results = [builder.phi(_V16F) for _ in sums]
-        for g, (result, s) in enumerate(zip(results, sums)):
-            result.add_incoming(zero, entry)
-            result.add_incoming(s, loop)
+        for g, result in enumerate(emit_sum_loop(builder, k, [zero] * 4, step, "block_approx")):
             at = ir.Constant(_I64, g)
             builder.store(builder.fmul(result, builder.load(builder.gep(scale, [at]), align=4)),
                           builder.gep(out, [at]), align=4)
