@@ -4,8 +4,9 @@ One clip at a time and a live stream alone, a decode step reads every weight onc
 (151936 x 1024 for the 0.6B) is a quarter of those bytes; only its argmax is ever used. So the
 head is read in int8 (half the bytes): for each output r, an approximation ``a_r`` with a bound
 ``|a_r - c_r| <= B_r * ||x||``, where ``c_r`` is the float32 sum the exact kernel (``bf16_gemv``)
-rounds to the logit (a bfloat16 row) or gives as it is (a float32 row over the head's one-row copy). ``B_r`` is fixed at load (Cauchy-Schwarz on the row's quantization error, plus
-float32 summation error of both sums, ``bound_coefficients``). Then:
+rounds to the logit (a bfloat16 row) or gives as it is (a float32 row over the head's one-row
+copy). ``B_r`` is fixed at load (Cauchy-Schwarz on the row's quantization error, plus float32
+summation error of both sums, ``bound_coefficients``). Then:
 
 1. the row with the highest lower bound ``a_j - B_j ||x||`` has its exact block computed: its
    logit ``M0``; the argmax's logit is at least ``M0``;
