@@ -265,6 +265,27 @@ def prefetch_position(cache_at, table, block_size, p, row, g_lo, g_hi, hd):
         prefetch(line)
 
 
+@inline
+def softmax_heads(scores, h_lo, h_hi):
+    """scores[h] = softmax(scores[h]) over the context, in place, for heads h_lo..h_hi (float32; its
+    max subtracted first, exp_into's exponential)."""
+    ctx = scores.shape[1]
+    sa, sb = np.empty(ctx, np.int32), np.empty(ctx, np.int32)
+    for h in range(h_lo, h_hi):
+        sh = scores[h]
+        m = sh[0]
+        for p in range(1, ctx):
+            m = max(m, sh[p])
+        for p in range(ctx):
+            sh[p] = sh[p] - m
+        exp_into(sh, sh, sa, sb)
+        z = np.float32(0.0)
+        for p in range(ctx):
+            z += sh[p]
+        for p in range(ctx):
+            sh[p] = sh[p] / z
+
+
 def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd, g_lo, g_hi):
     """One query [heads, hd] over the ctx cached keys and values of its row, for key heads g_lo..g_hi
     (and their query heads) only: each head's sums are the same whichever range holds it. The query
@@ -303,20 +324,7 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
                 for d in range(hd):
                     s += qh[d] * as_float(np.uint32(k[d]) << np.uint32(16))
                 scores[h, p] = s * scale
-    sa, sb = np.empty(ctx, np.int32), np.empty(ctx, np.int32)
-    for h in range(h_lo, h_hi):                    # softmax over the context
-        sh = scores[h]
-        m = sh[0]
-        for p in range(1, ctx):
-            m = max(m, sh[p])
-        for p in range(ctx):
-            sh[p] = sh[p] - m
-        exp_into(sh, sh, sa, sb)
-        z = np.float32(0.0)
-        for p in range(ctx):
-            z += sh[p]
-        for p in range(ctx):
-            sh[p] = sh[p] / z
+    softmax_heads(scores, h_lo, h_hi)
     acc = np.zeros((heads, hd), np.float32)
     for p in range(ctx):                           # out_h = sum_p softmax[h, p] v_p(h // group)
         if p + AHEAD < ctx:

@@ -17,7 +17,7 @@ from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, 
     round_into
 
 # The int64 fields of gemv_team's data, in order (bf16_gemv.RowGemv fills them).
-FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block")
+FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block", "float_rows")
 _N_FIELDS = len(FIELDS)
 PREFETCH_BYTES = 2048           # how far ahead of the pair being read its stream is prefetched
 _HIGH, _S16 = np.uint32(0xFFFF0000), np.uint32(16)
@@ -87,15 +87,23 @@ def gemv_team(data):
     blocked bfloat16 layout: ``block`` outputs side by side, k in pairs; block 32 or 64), as a team's
     body (team_run.run_compiled; thread_num 0 means no team: one share on the calling thread).
     Each share takes whole blocks; each output sums its pairs in k order in float32 (even k, then
-    odd), then rounds to nearest even: ``bf16_gemv.gemv_reference`` is its twin."""
-    thread_num, team_size, x_at, w_at, out_at, n, k, shares, block = carray(data, (_N_FIELDS,), np.int64)
+    odd). A bfloat16 x gives outputs rounded to bfloat16 (nearest even); a float32 x (``float_rows``)
+    gives the float32 sums as they are. ``bf16_gemv.gemv_reference`` is its twin."""
+    thread_num, team_size, x_at, w_at, out_at, n, k, shares, block, float_rows = carray(data, (_N_FIELDS,),
+                                                                                        np.int64)
     half = k // 2
-    x_pairs = carray(ptr(x_at), (half,), np.uint32)
     x_even, x_odd = np.empty(half, np.float32), np.empty(half, np.float32)
-    for i in range(half):
-        x_even[i] = as_float(x_pairs[i] << _S16)
-        x_odd[i] = as_float(x_pairs[i] & _HIGH)
-    out = carray(ptr(out_at), (n,), np.uint16)
+    if float_rows:
+        x = carray(ptr(x_at), (k,), np.float32)
+        for i in range(half):
+            x_even[i] = x[2 * i]
+            x_odd[i] = x[2 * i + 1]
+    else:
+        x_pairs = carray(ptr(x_at), (half,), np.uint32)
+        for i in range(half):
+            x_even[i] = as_float(x_pairs[i] << _S16)
+            x_odd[i] = as_float(x_pairs[i] & _HIGH)
+    out = carray(ptr(out_at), (n,), np.uint16)          # bfloat16 outputs (not read for float_rows)
     acc = np.empty(block, np.float32)
     blocks = n // block
     per_share = (blocks + shares - 1) // shares
@@ -103,37 +111,13 @@ def gemv_team(data):
     for share in range(first, shares, stride):
         for b in range(share * per_share, min(blocks, share * per_share + per_share)):
             at = w_at + b * block * k * 2
+            sums = out_at + b * block * 4 if float_rows else acc.ctypes.data
             if block == 64:
-                block_dot64(at, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
+                block_dot64(at, x_even.ctypes.data, x_odd.ctypes.data, half, sums)
             else:
-                block_dot32(at, x_even.ctypes.data, x_odd.ctypes.data, half, acc.ctypes.data)
-            round_into(acc, out[b * block:(b + 1) * block])     # to bfloat16, nearest even
+                block_dot32(at, x_even.ctypes.data, x_odd.ctypes.data, half, sums)
+            if not float_rows:
+                round_into(acc, out[b * block:(b + 1) * block])     # to bfloat16, nearest even
 
 
 gemv_team = kernel(gemv_team, c_signature=types.void(types.voidptr), fastmath={"contract"})
-
-
-def gemv_team_f32(data):
-    """``gemv_team`` for a float32 row x [k] and float32 outputs: each output's k-order float32 sum,
-    not rounded (the weights' bfloat16 values times float32 activations: float32 math, as where
-    bfloat16 is not native). ``bf16_gemv.gemv_reference_f32`` is its twin."""
-    thread_num, team_size, x_at, w_at, out_at, n, k, shares, block = carray(data, (_N_FIELDS,), np.int64)
-    half = k // 2
-    x = carray(ptr(x_at), (k,), np.float32)
-    x_even, x_odd = np.empty(half, np.float32), np.empty(half, np.float32)
-    for i in range(half):
-        x_even[i] = x[2 * i]
-        x_odd[i] = x[2 * i + 1]
-    blocks = n // block
-    per_share = (blocks + shares - 1) // shares
-    first, stride = (call_int(thread_num), call_int(team_size)) if thread_num != 0 else (0, 1)
-    for share in range(first, shares, stride):
-        for b in range(share * per_share, min(blocks, share * per_share + per_share)):
-            at = w_at + b * block * k * 2
-            if block == 64:
-                block_dot64(at, x_even.ctypes.data, x_odd.ctypes.data, half, out_at + b * block * 4)
-            else:
-                block_dot32(at, x_even.ctypes.data, x_odd.ctypes.data, half, out_at + b * block * 4)
-
-
-gemv_team_f32 = kernel(gemv_team_f32, c_signature=types.void(types.voidptr), fastmath={"contract"})

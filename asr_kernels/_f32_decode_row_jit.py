@@ -11,7 +11,8 @@ import math
 import numpy as np
 from numba import carray, types
 
-from asr_kernels._bf16_decode_row_jit import call_int, exp_into, inline, kernel, prefetch, ptr
+from asr_kernels._bf16_decode_row_jit import HEADS_FIELDS, call_int, exp_into, inline, kernel, prefetch, ptr, \
+    softmax_heads
 
 
 @inline
@@ -105,20 +106,8 @@ def attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, h
                 for d in range(hd):
                     s += qh[d] * k[d]
                 scores[h, p] = s * scale
-    sa, sb = np.empty(ctx, np.int32), np.empty(ctx, np.int32)
-    for h in range(h_lo, h_hi):                    # softmax over the context
-        sh = scores[h]
-        m = sh[0]
-        for p in range(1, ctx):
-            m = max(m, sh[p])
-        for p in range(ctx):
-            sh[p] = sh[p] - m
-        exp_into(sh, sh, sa, sb)
-        z = np.float32(0.0)
-        for p in range(ctx):
-            z += sh[p]
-        for p in range(ctx):
-            sh[p] = sh[p] / z
+    softmax_heads(scores, h_lo, h_hi)
+    for h in range(h_lo, h_hi):
         for d in range(hd):
             out[h, d] = np.float32(0.0)
     for p in range(ctx):                           # out_h = sum_p softmax[h, p] v_p(h // group)
@@ -142,9 +131,7 @@ def attend_k(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd)
     attend_one(q_at, kc_at, vc_at, table, block_size, ctx, out_at, heads, kvh, hd, 0, kvh)
 
 
-# The int64 fields of attend_heads_team's data, in order (the same as _bf16_decode_row_jit's).
-HEADS_FIELDS = ("thread_num", "team_size", "q", "k_cache", "v_cache", "table", "table_len", "block_size", "ctx",
-                "out", "heads", "kv_heads", "head_dim", "shares")
+# attend_heads_team's data: the int64 fields of _bf16_decode_row_jit's, in its order (HEADS_FIELDS).
 _N_HEADS_FIELDS = len(HEADS_FIELDS)
 
 

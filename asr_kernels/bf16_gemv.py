@@ -39,25 +39,24 @@ __all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "float_row_
 SWITCH = "QWEN3_ASR_ROW_GEMV"
 BLOCKS = (32, 64)   # the block widths the kernel reads
 COPY_BLOCK = 64     # float_row_copy's width: the faster of the two on AVX2 and AVX-512 alike
-_bodies = {}        # the compiled team bodies (numba cfuncs) by row dtype
+_body = None        # the compiled team body (a numba cfunc)
 _queries = None     # team_run.team_queries(): None where no OpenMP team is loaded
 
 
 @functools.lru_cache(maxsize=1)
 def _compiled() -> bool:
     """Compile (or load from numba's cache) the kernel; False where numba is missing or fails."""
-    global _queries
+    global _body, _queries
     try:
         from asr_kernels import _bf16_gemv_jit as jit
 
-        _bodies.update({torch.bfloat16: jit.gemv_team, torch.float32: jit.gemv_team_f32})
-        _queries = team_queries()
-        for dtype in _bodies:
+        _body, _queries = jit.gemv_team, team_queries()
+        for dtype in (torch.bfloat16, torch.float32):
             for block in BLOCKS:                                 # one block, one pair: compiles it
                 w = torch.ones(block, 2, dtype=torch.bfloat16)
                 RowGemv(w.data_ptr(), block, 2, owner=w, block=block, dtype=dtype)(torch.ones(1, 2, dtype=dtype))
     except Exception:       # no numba, an unsupported platform: oneDNN
-        _bodies.clear()
+        _body = None
         return False
     return True
 
@@ -118,7 +117,7 @@ class RowGemv:
         if dtype not in (torch.bfloat16, torch.float32):
             raise ValueError(f"rows are bfloat16 or float32, got {dtype}")
         self.n, self.k, self.block, self.owner, self._address = n, k, block, owner, address
-        self.dtype, self._body = dtype, _bodies[dtype]
+        self.dtype, self._float_rows = dtype, int(dtype == torch.float32)
 
     def _check(self, x: torch.Tensor) -> None:
         if x.shape != (1, self.k) or x.dtype != self.dtype or not x.is_contiguous():
@@ -142,21 +141,21 @@ class RowGemv:
         self._check(x)
         out = torch.empty(self.block, dtype=self.dtype)
         data = np.array((0, 0, x.data_ptr(), self._address + b * self.block * self.k * 2, out.data_ptr(),
-                         self.block, self.k, 1, self.block), np.int64)
-        self._body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+                         self.block, self.k, 1, self.block, self._float_rows), np.int64)
+        _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
     def _run(self, x: torch.Tensor, shares: int) -> torch.Tensor:
-        # ~113 calls a decode step: nothing here but the output and the body's nine fields
+        # ~113 calls a decode step: nothing here but the output and the body's ten fields
         out = torch.empty(1, self.n, dtype=self.dtype)
         if shares > 1:
             data = np.array((*_queries, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, shares,
-                             self.block), np.int64)
-            run_compiled(self._body.address, data.ctypes.data, shares)
+                             self.block, self._float_rows), np.int64)
+            run_compiled(_body.address, data.ctypes.data, shares)
         else:                       # on the calling thread (the body sees thread_num 0: no team)
-            data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1, self.block),
-                            np.int64)
-            self._body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
+            data = np.array((0, 0, x.data_ptr(), self._address, out.data_ptr(), self.n, self.k, 1, self.block,
+                             self._float_rows), np.int64)
+            _body.ctypes(data.ctypes.data_as(ctypes.c_void_p))
         return out
 
 

@@ -1,5 +1,5 @@
-"""The decoder for a step of bfloat16 decode rows only on CPU: one clip at a time, one live stream,
-the decode steps of a queue.
+"""The decoder for a step of decode rows only on CPU: in bfloat16 one clip at a time, one live
+stream, the decode steps of a queue; in float32 a step of one row.
 
 ``decoder_forward`` with the compiled small ops (``asr_kernels.bf16_decode_row``) still wraps
 each in a few torch calls per layer (buffers, views, checks). A step whose rows each have one new

@@ -119,8 +119,8 @@ class ModelRunner:
         self.backend = attention or attention_backend(device, net.language_model.norm.weight.dtype)
         self.attention = attention_function(self.backend)
         self.tensor_metadata = self.backend != "torch"   # attention reads device tensors: graph-capturable
-        # Steps of bfloat16 decode rows only on CPU (one clip at a time, a live stream, a queue's decode
-        # steps): compiled kernels between the GEMVs, no per-layer torch calls.
+        # Steps of decode rows only on CPU (bfloat16: one clip at a time, a live stream, a queue's decode
+        # steps; float32: steps of one row): compiled kernels between the GEMVs, no per-layer torch calls.
         self.decode_row = decode_row_forward_for(net, cache, device) if self.backend == "torch" else None
         self.graphs = None
         if self.tensor_metadata and device.type == "cuda" and (cuda_graphs if cuda_graphs is not None else True):
