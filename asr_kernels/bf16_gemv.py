@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from asr_kernels import switch_on
-from asr_kernels.team_run import run_compiled, team_queries
+from asr_kernels.team_run import run_compiled, run_shares, team_queries
 
 __all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "float_row_copy", "packed_block",
            "pack_reference", "gemv_reference"]
@@ -51,6 +51,7 @@ def _compiled() -> bool:
         from asr_kernels import _bf16_gemv_jit as jit
 
         _body, _queries = jit.gemv_team, team_queries()
+        jit.copy_blocks(np.zeros((64, 2), np.uint32), np.empty((1, 1, 64, 2), np.uint16), 0, 1)
         for dtype in (torch.bfloat16, torch.float32):
             for block in BLOCKS:                                 # one block, one pair: compiles it
                 w = torch.ones(block, 2, dtype=torch.bfloat16)
@@ -172,15 +173,31 @@ def row_gemv_for(packed: torch.Tensor, weight: torch.Tensor) -> RowGemv | None:
 def float_row_copy(weight: torch.Tensor) -> RowGemv | None:
     """The kernel for float32 rows over a copy of ``weight`` [n, k] (float32 or bfloat16 whose
     values are all bfloat16) in the blocked layout, 2 bytes a value; None where it does not apply:
-    switched off, no numba, n not a multiple of ``COPY_BLOCK``, k odd, or a value bfloat16 cannot hold."""
+    switched off, no numba, n not a multiple of ``COPY_BLOCK``, k odd, or a value that is not a finite
+    bfloat16."""
     n, k = weight.shape
     if weight.device.type != "cpu" or n % COPY_BLOCK or k % 2 or not n or not enabled():
         return None
-    bf16 = weight.detach().to(torch.bfloat16)
-    if weight.dtype != torch.bfloat16 and not all(bool((b.float() == w).all()) for b, w in
-                                                  zip(bf16.split(1024), weight.detach().split(1024))):
-        return None     # in slices: small temporaries; false for NaN too (the fbgemm path keeps it)
-    packed = pack_reference(bf16, COPY_BLOCK)
+    if weight.dtype == torch.bfloat16:
+        if not bool(torch.isfinite(weight).all()):
+            return None
+        packed = pack_reference(weight.detach(), COPY_BLOCK)
+    else:               # checked and packed in one pass over the float32 bits, blocks shared over torch's team
+        from asr_kernels import _bf16_gemv_jit as jit
+
+        bits = weight.detach().float().contiguous().view(torch.int32).numpy().view(np.uint32)
+        packed = torch.empty(n // COPY_BLOCK, k // 2, COPY_BLOCK, 2, dtype=torch.bfloat16)
+        out, blocks = packed.view(torch.int16).numpy().view(np.uint16), n // COPY_BLOCK
+        shares = max(1, min(torch.get_num_threads(), blocks))
+        exact = [True] * shares
+        bounds = [blocks * i // shares for i in range(shares + 1)]
+
+        def share(i: int) -> None:
+            exact[i] = jit.copy_blocks(bits, out, bounds[i], bounds[i + 1])
+
+        run_shares(share, shares)
+        if not all(exact):
+            return None     # a value bfloat16 cannot hold, or not finite: the fbgemm path keeps it
     return RowGemv(packed.data_ptr(), n, k, owner=packed, block=COPY_BLOCK, dtype=torch.float32)
 
 
