@@ -14,9 +14,9 @@ import torch.nn.functional as F
 
 from asr_kernels import bf16_decode_row as kernels
 from asr_kernels import team_run
-from asr_kernels.qk_norm_rope import qk_norm_rope_cpu, signed_sin
+from asr_kernels.qk_norm_rope import signed_sin
 from asr_kernels.rmsnorm import rms_norm_residual_cpu
-from engine.network.decoder import StepMetadata, paged_attention
+from decode_row_cases import attention_case, torch_reference, words_with_and_without
 
 # Skipped only without numba: where it imports, the kernels must compile (compile_kernels() hides a
 # failure from users by keeping the torch path, so this is where one shows).
@@ -68,36 +68,14 @@ def test_silu_mul_is_the_reference(n):
     agree(out, F.silu(gate) * up, share=0.02)
 
 
-def _attention_case(heads, kvh, hd, ctx, block_size, table, seed):
-    g = torch.Generator().manual_seed(seed)
-    blocks = max(table) + 1
-    k_cache = torch.randn(blocks, block_size, kvh, hd, generator=g).bfloat16()
-    v_cache = torch.randn(blocks, block_size, kvh, hd, generator=g).bfloat16()
-    qkv = (2 * torch.randn(1, (heads + 2 * kvh) * hd, generator=g)).bfloat16()
-    qkw = (1 + 0.3 * torch.randn(heads + kvh, hd, generator=g)).bfloat16()
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
-    freqs = torch.tensor([[ctx - 1.0]]) * inv_freq[None]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().bfloat16(), emb.sin().bfloat16()
-    return k_cache, v_cache, qkv, qkw, cos, sin
-
-
 @pytest.mark.parametrize("heads,kvh,hd", [(16, 8, 128), (4, 4, 64), (6, 2, 32)])
 @pytest.mark.parametrize("ctx,table", [(1, [0]), (37, [2, 0, 3]), (200, list(range(7)))],
                          ids=["first-token", "scattered-blocks", "consecutive-blocks"])
 def test_prologue_and_attend_are_the_reference(heads, kvh, hd, ctx, table, block_size=32):
-    k_cache, v_cache, qkv, qkw, cos, sin = _attention_case(heads, kvh, hd, ctx, block_size, table, ctx + heads)
-    pos = ctx - 1
-    slot = table[pos // block_size] * block_size + pos % block_size
-    # the reference: the torch prologue, then decoder.paged_attention (SDPA)
-    ref_k, ref_v = k_cache.clone(), v_cache.clone()
-    qk = qkv[:, :(heads + kvh) * hd].view(1, heads + kvh, hd)
-    v = qkv[:, (heads + kvh) * hd:].view(1, kvh, hd)
-    q = qk_norm_rope_cpu(qk, qkw, EPS, cos[:, None, :], signed_sin(sin)[:, None, :], heads, v, ref_k, ref_v,
-                         torch.tensor([slot]))
-    meta = StepMetadata(positions=torch.tensor([pos]), slot_mapping=torch.tensor([slot]), query_lens=[1],
-                        context_lens=[ctx], block_tables=[table])
-    ref = paged_attention(q, ref_k, ref_v, meta)
+    case = attention_case(heads, kvh, hd, ctx, block_size, table, ctx + heads, torch.bfloat16)
+    k_cache, v_cache, qkv, qkw, cos, sin, slot = (case.k_cache, case.v_cache, case.qkv, case.qkw, case.cos, case.sin,
+                                                  case.slot)
+    q, ref_k, ref_v, ref = torch_reference(case, heads, kvh, hd, ctx, table)     # torch prologue, then SDPA
     out, q_rows = torch.empty(1, heads * hd, dtype=torch.bfloat16), torch.empty(1, heads, hd, dtype=torch.bfloat16)
     cos, sin = cos.contiguous(), signed_sin(sin).contiguous()      # named: the kernels read their addresses
     kernels.prologue(qkv.data_ptr(), qkw.data_ptr(), cos.data_ptr(), sin.data_ptr(), k_cache.data_ptr(),
@@ -370,24 +348,11 @@ def test_a_request_decodes_alike_alone_and_in_a_batch(tiny_model_dir):
 def test_a_trained_model_hears_the_same_words_either_way(monkeypatch):
     """The user's view: bfloat16 transcripts of real (synthetic) speech are the same words with the
     compiled ops as with the torch ops, and the one-row decoder did run."""
-    import engine
-    from real_speech import ASR_DIR, heldout_sentences, speak, wer
+    from real_speech import wer
 
-    sentence = heldout_sentences()[3]            # "David carried the brown record, but she found the clock."
-    audio = speak(sentence)
-    texts = {}
-    for switch in ("0", "1"):
-        monkeypatch.setenv(kernels.SWITCH, switch)
-        eng = engine.load(ASR_DIR, device="cpu", dtype="bfloat16")
-        assert (eng.runner.decode_row is not None) == (switch == "1")
-        calls = []
-        if eng.runner.decode_row is not None:
-            inner = eng.runner.decode_row
-            eng.runner.decode_row = lambda embeds, meta: calls.append(1) or inner(embeds, meta)
-        texts[switch] = eng.transcribe(audio).text
-        assert (len(calls) > 3) == (switch == "1")
-    assert texts["1"] == texts["0"]
-    assert wer([sentence], [texts["1"]]) <= 0.2
+    sentence, with_kernels, without = words_with_and_without(monkeypatch, kernels.SWITCH, "bfloat16")
+    assert with_kernels == without
+    assert wer([sentence], [with_kernels]) <= 0.2
 
 
 def test_where_the_compiled_ops_are_not_chosen(tiny_model_dir, monkeypatch):
