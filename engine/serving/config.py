@@ -60,8 +60,8 @@ class EngineConfig:
     device: object = None              # a name or torch.device; None: CUDA when available, else CPU
     dtype: object = None             # None: bfloat16 on CUDA; on CPU by its bfloat16 hardware
     quantize: str | None = None        # None or "int8" (decoder weights; not token-exact)
-    compact_weights: bool = True       # float32 math on 2-byte weights where the CPU lacks bfloat16; a
-                                       # bfloat16 LM head's int8 copy for one row's token (int8_argmax)
+    compact_weights: bool = True       # float32 math on 2-byte weights where the CPU lacks bfloat16 (and
+                                       # their one-row copies); the LM head's int8 copy for one row's token
     huge_page_weights: bool | None = None   # CPU: decoder weights onto 2 MB pages in the background after
                                             # load (network.huge_pages); None: on unless QWEN3_ASR_HUGE_PAGES=0
     # the KV cache
