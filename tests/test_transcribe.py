@@ -303,7 +303,7 @@ def test_twenty_minute_file_streams_with_bounded_memory(tiny_model_dir, sentence
     import json
 
     peaks = {}
-    for minutes in (1, 20):
+    for minutes in (5, 20):
         path = tmp_path / f"talk-{minutes}min.wav"
         sf.write(path, tiled_talk(sentences, minutes * 60), SR, subtype="PCM_16")
         out = tmp_path / f"out-{minutes}"
@@ -319,10 +319,12 @@ def test_twenty_minute_file_streams_with_bounded_memory(tiny_model_dir, sentence
         assert (out / f"{path.stem}.srt").stat().st_size > 0
         print(f"\n{minutes:2d}-minute file ({path.stat().st_size / 1e6:.1f} MB WAV): peak RSS "
               f"{peak / 1024:.0f} MiB, {seconds:.1f} s wall, {len(data['segments'])} segments")
-    growth_mib = (peaks[20] - peaks[1]) / 1024
-    float32_20min_mib = 20 * 60 * SR * 4 / 2**20
-    print(f"peak growth 1 -> 20 minutes: {growth_mib:.1f} MiB "
-          f"(the whole 20-minute file as float32 would be {float32_20min_mib:.0f} MiB)")
+    growth_mib = (peaks[20] - peaks[5]) / 1024
+    float32_15min_mib = 15 * 60 * SR * 4 / 2**20
+    print(f"peak growth 5 -> 20 minutes: {growth_mib:.1f} MiB "
+          f"(the 15 minutes more as float32 would be {float32_15min_mib:.0f} MiB)")
     # Holding the whole file (as float32 samples, or as log-mel features) would add at least
-    # 73 MiB; streaming keeps only the chunks in flight.
-    assert growth_mib < 0.75 * float32_20min_mib
+    # 55 MiB over those 15 minutes; streaming keeps only the chunks in flight. The shorter file
+    # is 5 minutes, not 1: from 1 to 5 minutes the malloc heap grows by 25-35 MiB, varying run
+    # to run (oneDNN's per-shape kernel cache is a third of it), and from 5 to 20 by 13-21.
+    assert growth_mib < 0.75 * float32_15min_mib
