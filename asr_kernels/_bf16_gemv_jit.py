@@ -20,7 +20,7 @@ from asr_kernels._bf16_decode_row_jit import as_float, call_int, emit_prefetch, 
 FIELDS = ("thread_num", "team_size", "x", "w", "out", "n", "k", "shares", "block", "float_rows")
 _N_FIELDS = len(FIELDS)
 PREFETCH_BYTES = 2048           # how far ahead of the pair being read its stream is prefetched
-_HIGH, _S16, _INF = np.uint32(0xFFFF0000), np.uint32(16), np.uint32(0x7F800000)
+_HIGH, _S16, _INF, _INF16 = np.uint32(0xFFFF0000), np.uint32(16), np.uint32(0x7F800000), np.uint32(0x7F80)
 
 _F32, _I32, _I64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
 _V8F, _V8I = ir.VectorType(_F32, 8), ir.VectorType(_I32, 8)
@@ -124,19 +124,22 @@ gemv_team = kernel(gemv_team, c_signature=types.void(types.voidptr), fastmath={"
 
 
 def copy_blocks(w_bits, out, first, last):
-    """Blocks ``first`` to ``last`` of 64 rows of a float32 weight (``w_bits`` [n, k] uint32) into
-    ``out`` [n / 64][k / 2][64][2] uint16 (the blocked layout, bfloat16 bits); False where a value is
-    not a finite bfloat16 (its low 16 bits set, or an exponent of all ones): the caller drops the copy."""
+    """Blocks ``first`` to ``last`` of 64 rows of a float32 or bfloat16 weight (``w_bits`` [n, k], its
+    bits as uint32 or uint16) into ``out`` [n / 64][k / 2][64][2] uint16 (the blocked layout, bfloat16
+    bits); False where a value is not a finite bfloat16 (float32 bits below the top 16 set, or an
+    exponent of all ones): the caller drops the copy."""
+    wide = w_bits.itemsize == 4
+    shift, low, inf = (_S16, np.uint32(0xFFFF), _INF) if wide else (np.uint32(0), np.uint32(0), _INF16)
     exact = True
     for b in range(first, last):
         for j in range(64):
             row = w_bits[b * 64 + j]
             for i in range(row.shape[0] // 2):
-                even, odd = row[2 * i], row[2 * i + 1]
-                if ((even | odd) & np.uint32(0xFFFF)) != 0 or (even & _INF) == _INF or (odd & _INF) == _INF:
+                even, odd = np.uint32(row[2 * i]), np.uint32(row[2 * i + 1])
+                if ((even | odd) & low) != 0 or (even & inf) == inf or (odd & inf) == inf:
                     exact = False
-                out[b, i, j, 0] = np.uint16(even >> _S16)
-                out[b, i, j, 1] = np.uint16(odd >> _S16)
+                out[b, i, j, 0] = np.uint16(even >> shift)
+                out[b, i, j, 1] = np.uint16(odd >> shift)
     return exact
 
 

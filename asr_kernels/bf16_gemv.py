@@ -51,7 +51,8 @@ def _compiled() -> bool:
         from asr_kernels import _bf16_gemv_jit as jit
 
         _body, _queries = jit.gemv_team, team_queries()
-        jit.copy_blocks(np.zeros((64, 2), np.uint32), np.empty((1, 1, 64, 2), np.uint16), 0, 1)
+        for bits in (np.uint32, np.uint16):                      # float32 and bfloat16 weights
+            jit.copy_blocks(np.zeros((64, 2), bits), np.empty((1, 1, 64, 2), np.uint16), 0, 1)
         for dtype in (torch.bfloat16, torch.float32):
             for block in BLOCKS:                                 # one block, one pair: compiles it
                 w = torch.ones(block, 2, dtype=torch.bfloat16)
@@ -178,26 +179,25 @@ def float_row_copy(weight: torch.Tensor) -> RowGemv | None:
     n, k = weight.shape
     if weight.device.type != "cpu" or n % COPY_BLOCK or k % 2 or not n or not enabled():
         return None
+    # checked and packed in one pass over the bits, blocks shared over torch's team
+    from asr_kernels import _bf16_gemv_jit as jit
+
     if weight.dtype == torch.bfloat16:
-        if not bool(torch.isfinite(weight).all()):
-            return None
-        packed = pack_reference(weight.detach(), COPY_BLOCK)
-    else:               # checked and packed in one pass over the float32 bits, blocks shared over torch's team
-        from asr_kernels import _bf16_gemv_jit as jit
-
+        bits = weight.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
+    else:
         bits = weight.detach().float().contiguous().view(torch.int32).numpy().view(np.uint32)
-        packed = torch.empty(n // COPY_BLOCK, k // 2, COPY_BLOCK, 2, dtype=torch.bfloat16)
-        out, blocks = packed.view(torch.int16).numpy().view(np.uint16), n // COPY_BLOCK
-        shares = max(1, min(torch.get_num_threads(), blocks))
-        exact = [True] * shares
-        bounds = [blocks * i // shares for i in range(shares + 1)]
+    packed = torch.empty(n // COPY_BLOCK, k // 2, COPY_BLOCK, 2, dtype=torch.bfloat16)
+    out, blocks = packed.view(torch.int16).numpy().view(np.uint16), n // COPY_BLOCK
+    shares = max(1, min(torch.get_num_threads(), blocks))
+    exact = [True] * shares
+    bounds = [blocks * i // shares for i in range(shares + 1)]
 
-        def share(i: int) -> None:
-            exact[i] = jit.copy_blocks(bits, out, bounds[i], bounds[i + 1])
+    def share(i: int) -> None:
+        exact[i] = jit.copy_blocks(bits, out, bounds[i], bounds[i + 1])
 
-        run_shares(share, shares)
-        if not all(exact):
-            return None     # a value bfloat16 cannot hold, or not finite: the fbgemm path keeps it
+    run_shares(share, shares)
+    if not all(exact):
+        return None     # a value bfloat16 cannot hold, or not finite: the fbgemm path keeps it
     return RowGemv(packed.data_ptr(), n, k, owner=packed, block=COPY_BLOCK, dtype=torch.float32)
 
 

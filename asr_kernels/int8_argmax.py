@@ -196,7 +196,9 @@ def screen_for(weight: torch.Tensor, row: bf16_gemv.RowGemv | None) -> ArgmaxScr
     A float32 weight (a float32 model's head, whose one-row kernel reads a bfloat16 copy of it: its
     values are bfloat16's) is read as bfloat16."""
     if (row is None or BLOCK % row.block or weight.shape[0] % BLOCK
-            or weight.dtype not in (torch.bfloat16, torch.float32) or weight.device.type != "cpu"
-            or not enabled() or not bool(torch.isfinite(weight).all())):
+            or weight.dtype not in (torch.bfloat16, torch.float32) or weight.device.type != "cpu" or not enabled()):
+        return None
+    # float32 rows read a copy, made only of finite values (``float_row_copy``): no need to look again
+    if row.dtype != torch.float32 and not bool(torch.isfinite(weight).all()):
         return None
     return ArgmaxScreen(weight.to(torch.bfloat16), row)

@@ -184,14 +184,17 @@ def test_float32_rows_equal_the_twin(n, k):
 
 def test_a_float_row_copy_only_of_what_it_holds_exactly(monkeypatch):
     w = weight(64 * 5, 64).float()
-    for source in (w, w.bfloat16()):                            # the one-pass float32 copy and torch's
+    for source in (w, w.bfloat16()):                            # one pass over float32 or bfloat16 bits
         copy = bf16_gemv.float_row_copy(source)
         assert torch.equal(copy.owner, bf16_gemv.pack_reference(w.bfloat16(), 64))
     for row, value in ((7, w[7, 3] + 2 ** -20), (300, float("nan")), (64, float("inf"))):
         off = w.clone()                                         # not a bfloat16 value, or not finite
         off[row, 3] = value
         assert bf16_gemv.float_row_copy(off) is None
-    assert bf16_gemv.float_row_copy(w.bfloat16().index_fill(1, torch.tensor([5]), float("nan"))) is None
+    for row, col, value in ((0, 0, float("nan")), (319, 63, float("-inf")), (100, 8, float("inf"))):
+        off = w.bfloat16()                                      # bfloat16 that is not finite, anywhere
+        off[row, col] = value
+        assert bf16_gemv.float_row_copy(off) is None
     assert bf16_gemv.float_row_copy(w[:96]) is None             # rows not a multiple of 64
     monkeypatch.setenv(bf16_gemv.SWITCH, "0")
     assert bf16_gemv.float_row_copy(w) is None

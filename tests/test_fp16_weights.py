@@ -16,8 +16,9 @@ from platforms import on_platform
 from conftest import tone_clip as clip
 
 import engine
+from asr_kernels.fp16_scale import scale_rows
 from engine.network import fp16_weights
-from engine.network.fp16_weights import Fp16CompactLinear, fp16_gemm_works, scale_exactly, stores_as_fp16
+from engine.network.fp16_weights import Fp16CompactLinear, fp16_gemm_works, stores_as_fp16
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
@@ -48,7 +49,7 @@ def test_bfloat16_values_scale_exactly_into_float16():
     w[3] *= 2.0 ** -20       # rows of any magnitude: each gets its own power of two
     w[5, :4] = torch.tensor([0.0, 2.0 ** -20, -(2.0 ** -25), 3.0])    # within 2^-32 of the row's largest
     w[7] = 0.0
-    scaled, inverse = scale_exactly(w)
+    scaled, inverse = scale_rows(w)
     assert torch.equal(scaled.half().float() * inverse[:, None], w)
 
 
@@ -61,7 +62,7 @@ def test_values_float16_cannot_hold_keep_the_float_path(spoiler, fp16_on):
         w[9, :2] = torch.tensor([1.0, 2.0 ** -40])
     else:
         w[9, 0] = float("nan")
-    assert scale_exactly(w) is None
+    assert scale_rows(w) is None
     proj = packed(w.clone())
     assert proj.packed is None and proj.fallback is not None
     x = torch.randn(3, 96)
@@ -158,9 +159,37 @@ def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path
 
     monkeypatch.setattr(fp16_weights, "pack_rows", broken)
     with pytest.warns(UserWarning, match="fp16 weight packing failed"):
-        again = engine.load(shutil.copytree(bf16_checkpoint, tmp_path / "m"), dtype="float32").generate(
-            clips, max_new_tokens=12)
+        eng = engine.load(shutil.copytree(bf16_checkpoint, tmp_path / "m"), dtype="float32")
+    again = eng.generate(clips, max_new_tokens=12)
     assert again == first
+    # packed from the checkpoint's bfloat16, the float methods left are float32 ones
+    assert all(p.packed is None and p.weight.dtype == torch.float32 for p in fp16_projections(eng))
+    assert eng.net.head.weight.dtype == eng.net.language_model.embed_tokens.weight.dtype == torch.float32
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_a_tied_head_that_does_not_pack_shares_one_float32_matrix(tied_bf16_checkpoint, monkeypatch, fp16_on):
+    audio = clip(2.0, 5)
+    monkeypatch.setattr(fp16_weights, "scale_rows", lambda weight: None)     # no weight is exact in float16
+    eng = engine.load(tied_bf16_checkpoint, device="cpu", dtype="float32")
+    lm, head = eng.net.language_model, eng.net.head
+    assert head.packed is None and lm.embed_tokens.weight.dtype == torch.float32
+    assert head.weight.data_ptr() == lm.embed_tokens.weight.data_ptr()          # one copy, as without packing
+    assert all(p.weight.dtype == torch.float32 for p in fp16_projections(eng))
+    assert eng.generate([audio], max_new_tokens=16)[0] == reference_generate(tied_bf16_checkpoint, audio,
+                                                                             max_new_tokens=16)
+
+
+@pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
+def test_compact_weights_are_packed_from_the_checkpoints_bfloat16(tied_bf16_checkpoint, monkeypatch, fp16_on):
+    """A float32 load does not widen what it packs: 4 bytes a value of it would only be dropped."""
+    seen = []
+    real = fp16_weights.scale_rows
+    monkeypatch.setattr(fp16_weights, "scale_rows", lambda weight: seen.append(weight.dtype) or real(weight))
+    eng = engine.load(tied_bf16_checkpoint, device="cpu", dtype="float32")
+    assert len(seen) == 4 * len(eng.net.language_model.layers) + 1 and set(seen) == {torch.bfloat16}
+    assert eng.net.language_model.norm.weight.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for n, p in eng.net.named_parameters() if "audio_tower" in n)
 
 
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
@@ -189,12 +218,12 @@ def test_cli_compacts_only_for_enough_audio(tmp_path):
     from engine.network.platform import COMPACT_MIN_AUDIO_SECONDS
 
     short, long_ = tmp_path / "short.wav", tmp_path / "long.wav"
-    sf.write(short, np.zeros(16000 * 30, np.float32), 16000)
+    sf.write(short, np.zeros(int(16000 * COMPACT_MIN_AUDIO_SECONDS * 0.6), np.float32), 16000)
     sf.write(long_, np.zeros(int(16000 * (COMPACT_MIN_AUDIO_SECONDS + 1)), np.float32), 16000)
     broken = tmp_path / "broken.wav"
     broken.write_bytes(b"not audio")
     assert not _worth_compacting([short, broken])
-    assert _worth_compacting([long_]) and _worth_compacting([short] * 5)
+    assert _worth_compacting([long_]) and _worth_compacting([short] * 2)
 
 
 @pytest.fixture(scope="module")

@@ -142,6 +142,7 @@ def test_it_is_built_only_where_it_applies(monkeypatch):
     bad[3, 3] = float("inf")
     wide = bf16_gemv.pack_reference(bad, 64)
     assert ia.screen_for(bad, bf16_gemv.RowGemv(wide.data_ptr(), 256, 64, owner=wide, block=64)) is None
+    assert ia.screen_for(bad.float(), bf16_gemv.float_row_copy(bad.float())) is None   # float32: no copy of it
     monkeypatch.setenv(ia.SWITCH, "0")
     good = bf16_gemv.pack_reference(w, 64)
     assert ia.screen_for(w, bf16_gemv.RowGemv(good.data_ptr(), 256, 64, owner=good, block=64)) is None

@@ -31,8 +31,10 @@ class LinearChooser:
     """Called once per projection (``chooser(name, *weights, tied=...)``), then ``finish()``
     packs what is packed in bulk. ``fresh`` holds the int8 weights quantized here, for the cache."""
 
-    def __init__(self, quantize: str | None, int8_weights: dict | None, compact: bool):
-        self.quantize, self.compact = quantize, compact
+    def __init__(self, quantize: str | None, int8_weights: dict | None, compact: bool,
+                 dtype: torch.dtype | None = None):
+        # dtype: the model's, for a compact weight that falls back to its float method
+        self.quantize, self.compact, self.dtype = quantize, compact, dtype
         self.cached = int8_weights or {}
         self.fresh: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self.int8: list[Int8DynamicLinear] = []
@@ -50,7 +52,7 @@ class LinearChooser:
             return self.int8[-1]
         weight = _joined(weights)
         if self.compact and stores_as_fp16(weight):
-            self.fp16.append(Fp16CompactLinear(weight, tied=tied))     # bfloat16 values in 2 bytes
+            self.fp16.append(Fp16CompactLinear(weight, tied=tied, dtype=self.dtype))   # bfloat16 values in 2 bytes
             return self.fp16[-1]
         if tied and _packs_bf16(weight):
             return PackedBf16Linear(weight)      # packs a copy; the embedding still reads ``weight``

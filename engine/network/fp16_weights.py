@@ -3,11 +3,9 @@
 
 There the model runs in float32 and a decode step is bound by reading the weights. fbgemm's
 fp16 GEMM (``torch.ops.quantized.linear_dynamic_fp16``) reads float16 weights and computes in
-float32. A bfloat16 value has 8 significant bits and a float16 11, so once a row is multiplied
-by a power of two (which changes no mantissa bit) to sit at the top of float16's range, each of
-its bfloat16 values is exactly a float16 down to 2^-31 of the row's largest. Every weight is
-checked: one with a single value that does not come back exactly keeps its float method. The
-values and the float32 math are the same; only the summation order differs, as between any two
+float32. Each row, times a power of two, holds its bfloat16 values exactly as float16
+(``asr_kernels.fp16_scale``, which checks every value): a weight with a single value that does
+not come back exactly keeps its float method. The values and the float32 math are the same; only the summation order differs, as between any two
 float32 GEMMs, so float32 greedy tokens are still checked against transformers.
 
 One row at a time (one clip, a live stream alone) fbgemm's call costs several torch calls around
@@ -27,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from asr_kernels import bf16_gemv
+from asr_kernels.fp16_scale import scale_rows
 from engine.network import platform
 from engine.network.linear_methods import LinearMethod, float_linear
 
@@ -35,28 +34,6 @@ from engine.network.linear_methods import LinearMethod, float_linear
 # times faster in slices, at the cost of one more GEMM call per slice and step; the 0.6B's
 # decoder projections (at most 6144 rows) are smaller than a slice and stay one matrix.
 PACK_ROWS = 8192
-# A row's largest value is scaled into [2^14, 2^15), below float16's largest (65504). float16
-# keeps a bfloat16's 8 significant bits down to 2^-17 (its least subnormal, 2^-24, times 2^7),
-# so the row's values are exact down to 2^-31 of its largest.
-_TOP_EXPONENT = 14
-
-
-def scale_exactly(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(``weight`` [out, in] times a power of two per row, as float32 whose every value is
-    exactly a float16; the inverse scale [out]), or None where some value is not."""
-    w = weight.detach().float()
-    if w.shape[0] > 8 and scale_exactly(w[:8]) is None:    # a float32 checkpoint fails at once
-        return None
-    low, high = torch.aminmax(w, dim=1)
-    amax = torch.maximum(high, -low)
-    exponent = torch.where(amax > 0, _TOP_EXPONENT - torch.floor(torch.log2(amax)), torch.zeros_like(amax))
-    scaled = w * torch.exp2(exponent)[:, None]
-    for rows in scaled.split(256):     # in slices: small temporaries, reused rather than page-faulted
-        if not bool((rows.half() == rows).all()):    # compared in float32; false for inf and nan too
-            return None
-    return scaled, torch.exp2(-exponent)
-
-
 def fp16_gemm_works() -> bool:
     """fbgemm's fp16 GEMM exists here and keeps float16 values exactly (``platform.fbgemm_fp16``)."""
     return platform.current().fbgemm_fp16
@@ -66,7 +43,12 @@ def stores_as_fp16(weight: torch.Tensor) -> bool:
     """Whether a decoder weight of this kind goes through ``Fp16CompactLinear``: float32 or
     bfloat16 on a CPU without native bfloat16 (where float32 is the default dtype and bfloat16
     is emulated), with fbgemm's fp16 GEMM. Where bfloat16 is native, its own GEMMs are faster."""
-    return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+    return compacts(weight.dtype, weight.device)
+
+
+def compacts(dtype: torch.dtype, device: torch.device) -> bool:
+    """``stores_as_fp16`` for a weight of ``dtype`` on ``device``."""
+    return (torch.device(device).type == "cpu" and dtype in (torch.float32, torch.bfloat16)
             and not platform.current().native_bf16 and fp16_gemm_works())
 
 
@@ -75,13 +57,15 @@ class Fp16CompactLinear(LinearMethod):
     checkpoint's values, see the module docstring) and float32 math; a weight that is not exact
     in float16 keeps its float method (``fallback``)."""
 
-    def __init__(self, weight: torch.Tensor, tied: bool = False):
+    def __init__(self, weight: torch.Tensor, tied: bool = False, dtype: torch.dtype | None = None):
         # tied: the LM head that shares the embedding's matrix. Its float method must stay the
         # plain shared weight (no packed copy), and packing keeps the scaled float16 values
         # for the embedding to look rows up in (``CompactEmbedding``). The plain weight stays
         # until packing has failed (``keep_float``): float_linear may hand a bfloat16 weight to
-        # oneDNN and drop it, and the check needs it.
+        # oneDNN and drop it, and the check needs it. dtype: the model's, for a float method
+        # (a float32 model's weight may come as the checkpoint's bfloat16, packed from there).
         super().__init__()
+        self.dtype = dtype or weight.dtype
         self.fallback: LinearMethod | None = float_linear(weight, shared=True)
         self.tied = tied
         self.out_features = weight.shape[0]
@@ -91,10 +75,10 @@ class Fp16CompactLinear(LinearMethod):
         self.row: bf16_gemv.RowGemv | None = None         # one-row steps' kernel over its own copy
 
     def pack(self, scaled: tuple[torch.Tensor, torch.Tensor] | None = None, row_copy: bool = True) -> None:
-        """Hand the weight to fbgemm (``scaled``: ``scale_exactly``'s result, when already
+        """Hand the weight to fbgemm (``scaled``: ``scale_rows``' result, when already
         taken), with a one-row copy (``row_copy``); keep the float path where it is not exact in float16."""
         if scaled is None:
-            scaled = scale_exactly(self.fallback.weight)
+            scaled = scale_rows(self.fallback.weight)
         if scaled is None:
             self.keep_float()
         else:
@@ -114,8 +98,11 @@ class Fp16CompactLinear(LinearMethod):
 
     def keep_float(self) -> None:
         """Not packed: the float method ``float_linear`` picks (a tied head keeps the
-        embedding's own weight)."""
-        if not self.tied and self.packed is None:
+        embedding's own weight; one kept in bfloat16 for packing is widened to the model's dtype,
+        and a tied embedding then reads the widened one)."""
+        if self.packed is None and self.fallback.weight.dtype != self.dtype:    # the checkpoint's bfloat16
+            self.fallback = float_linear(self.fallback.weight.to(self.dtype), shared=self.tied)
+        elif not self.tied and self.packed is None:
             self.fallback = float_linear(self.fallback.weight)
 
     def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor],
@@ -182,7 +169,7 @@ def pack_all(projections: list[Fp16CompactLinear]) -> None:
     copies = row_copies_fit(projections)
     with ThreadPoolExecutor(workers, thread_name_prefix="fp16-pack") as pool:
         for start in range(0, len(projections), workers):
-            batch = [(p, scale_exactly(p.fallback.weight)) for p in projections[start:start + workers]]
+            batch = [(p, scale_rows(p.fallback.weight)) for p in projections[start:start + workers]]
             rows = [bf16_gemv.float_row_copy(p.fallback.weight) if copies and scaled is not None else None
                     for p, scaled in batch]
             jobs = [(p, scaled, row, [pool.submit(pack_rows, part) for part in scaled[0].split(PACK_ROWS)])

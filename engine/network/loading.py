@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from engine.errors import CheckpointError
-from engine.network import int8_cache
+from engine.network import fp16_weights, int8_cache
 from engine.network.config import ModelConfig, load_config
 from engine.network import platform
 from engine.network.int8_linear import check_quantize
@@ -71,8 +71,11 @@ def load_network(model_dir, device: torch.device, dtype: torch.dtype,
     # weights (1.8 GB in float32 for the 0.6B) never pass through memory.
     int8_file = int8_cache.cache_file(model_dir, dtype) if quantize == "int8" else None
     cached = int8_cache.read(int8_file) if int8_file is not None else None
+    # Compact weights are packed from the checkpoint's bfloat16 (fp16_weights): not widened first.
+    keep_bf16 = net.compact_sources() if (compact_weights and quantize != "int8" and dtype == torch.float32
+                                          and fp16_weights.compacts(dtype, device)) else set()
     load_weights(net, model_dir, config.layout, dtype=dtype, device=device, tensors=tensors,
-                 skip=net.covered_by_int8(cached))
+                 skip=net.covered_by_int8(cached), keep_bf16=keep_bf16)
     enc, dec = config.encoder, config.decoder
     net.audio_tower.positions = sinusoid_positions(enc.tokens_per_chunk, enc.d_model).to(device)
     net.language_model.inv_freq = (1.0 / (dec.rope_theta ** (

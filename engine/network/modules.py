@@ -13,6 +13,7 @@ from torch import nn
 from asr_kernels import int8_argmax
 from engine.network.config import DecoderConfig, EncoderConfig, ModelConfig
 from engine.network.choose_linear import LinearChooser, fits
+from engine.network.fp16_weights import Fp16CompactLinear
 from engine.network.linear_methods import LinearMethod, NotLoaded
 
 
@@ -150,6 +151,13 @@ class Qwen3ASRNetwork(nn.Module):
             sources["head"] = ("lm_head.weight",)
         return sources
 
+    def compact_sources(self) -> set[str]:
+        """The parameters compact weights are packed from: the decoder projections, and with an
+        LM head, the head and the embedding it may be tied to (``fuse_projections`` widens what
+        is left unpacked to the model's dtype)."""
+        names = {p for params in self.int8_sources().values() for p in params}
+        return names | {"language_model.embed_tokens.weight"} if hasattr(self, "lm_head") else names
+
     def covered_by_int8(self, int8_weights: dict[str, tuple[torch.Tensor, torch.Tensor]] | None) -> set[str]:
         """Parameters that ``int8_weights`` (the on-disk cache) already holds in int8 form with the
         right shapes: the loader need not read them, fuse_projections will not quantize them."""
@@ -177,7 +185,7 @@ class Qwen3ASRNetwork(nn.Module):
         ``int8_weights``: name -> (q, scale) already quantized (the on-disk cache). Returns what
         was quantized here, for the cache (empty when nothing was)."""
         device = self.language_model.embed_tokens.weight.device
-        choose = LinearChooser(quantize, int8_weights, compact)
+        choose = LinearChooser(quantize, int8_weights, compact, dtype=self.language_model.norm.weight.dtype)
         for i, layer in enumerate(self.language_model.layers):
             a, m = layer.self_attn, layer.mlp
             layer.qkv = choose(f"layers.{i}.qkv", a.q_proj.weight, a.k_proj.weight, a.v_proj.weight)
@@ -199,11 +207,20 @@ class Qwen3ASRNetwork(nn.Module):
             # one-row kernel reads it; built with the compact weights, whose load-time cost the same
             # inputs repay.
             self.head_screen = int8_argmax.screen_for(weight, getattr(self.head, "row", None)) if compact else None
-            embedding = choose.compact_embedding(self.head, self.language_model.norm.weight.dtype)
+            dtype, embed = self.language_model.norm.weight.dtype, self.language_model.embed_tokens
+            embedding = choose.compact_embedding(self.head, dtype)
             if embedding is not None:        # a tied head packed in float16: the embedding reads it
                 self.language_model.embed_tokens = embedding
-            if self.head.weight is None:
-                _drop_weight(self.lm_head, device)   # int8 or packed: the plain head is no longer read
+            elif embed.weight.dtype != dtype:
+                # kept in the checkpoint's bfloat16 for compact weights (load_network), which did
+                # not take it: widened now, sharing a tied head's own widened float weight
+                head = self.head.weight
+                wide = head if tied and head is not None and head.dtype == dtype else embed.weight.to(dtype)
+                embed.weight = nn.Parameter(wide, requires_grad=False)
+            compact_float = isinstance(self.head, Fp16CompactLinear) and self.head.weight is not None \
+                and self.head.weight.data_ptr() != weight.data_ptr()
+            if self.head.weight is None or compact_float:
+                _drop_weight(self.lm_head, device)   # int8, packed or widened: the plain head is no longer read
         return choose.fresh
 
 

@@ -28,8 +28,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-# Audio (seconds) from which compacting the weights at load repays its cost in a one-shot run.
-COMPACT_MIN_AUDIO_SECONDS = 60.0
+# Audio (seconds) from which compacting the weights at load repays its cost in a one-shot run
+# (about 10 s of speech on 2 AVX2 cores; tests/bench/RESULTS.md).
+COMPACT_MIN_AUDIO_SECONDS = 15.0
 # Memory left free after the one-row copies of compact weights (fp16_weights), for the KV cache and
 # the app; with less, one-row steps keep fbgemm's copy alone.
 ROW_COPY_HEADROOM = 2 << 30

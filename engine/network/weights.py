@@ -84,13 +84,16 @@ def _stored_prefix(layout: str, ours: str) -> str:
 
 
 def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, device,
-                 tensors: dict[str, TensorEntry] | None = None, skip: set[str] = frozenset()) -> None:
+                 tensors: dict[str, TensorEntry] | None = None, skip: set[str] = frozenset(),
+                 keep_bf16: set[str] = frozenset()) -> None:
     """Fill ``module`` (built on the meta device) from the checkpoint; raise CheckpointError listing all problems.
 
     Names and shapes are checked against the headers first (``tensors``, read when not
     given), so a mismatched checkpoint fails before any tensor data is read. Parameters named
     in ``skip`` are checked but not read: they stay on the meta device for the caller to fill
-    or drop (int8 weights from the cache)."""
+    or drop (int8 weights from the cache). Parameters named in ``keep_bf16`` that the checkpoint
+    stores in bfloat16 stay so, whatever ``dtype``: compact weights pack them from there, and
+    widening them to float32 first cost a float32 load seconds."""
     model_dir = Path(model_dir)
     if tensors is None:
         tensors = read_checkpoint(model_dir)
@@ -131,7 +134,9 @@ def load_weights(module: torch.nn.Module, model_dir, layout: str, *, dtype, devi
         try:
             with safe_open(str(path), framework="pt", device="cpu") as f:
                 for name, ours in names:
-                    state[ours] = f.get_tensor(name).to(device=device, dtype=dtype)
+                    tensor = f.get_tensor(name)
+                    keep = ours in keep_bf16 and tensor.dtype == torch.bfloat16
+                    state[ours] = tensor.to(device=device, dtype=tensor.dtype if keep else dtype)
         except (OSError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"{path.parent}: {path.name} cannot be read as safetensors "
                                   f"({' '.join(str(e).split())[:200]})") from e
