@@ -27,10 +27,9 @@ def scale_rows(bits, scaled, inverse, top_exponent, first, last):
     for r in range(first, last):
         row, out = bits[r], scaled[r]
         top = np.uint16(0)
-        for i in range(k):
+        for i in range(k):                         # loops without an early exit: LLVM vectorizes them
             m = row[i] & _MAGNITUDE
-            if m > top:
-                top = m
+            top = m if m > top else top
         if top >= _EXPONENT:                       # inf or nan
             return False
         e = 0 if top == 0 else top_exponent - (np.int64(top >> _S7) - 127)
@@ -38,12 +37,16 @@ def scale_rows(bits, scaled, inverse, top_exponent, first, last):
             return False                           # 2^e overflows float32, as torch.exp2 would
         factor = np.float32(math.ldexp(1.0, e))
         inverse[r] = np.float32(math.ldexp(1.0, -e))
+        # whether any t is not whole, or-ed (not summed: fastmath may reorder a sum of t - floor(t)
+        # into sum(t) - sum(floor(t)), which cancels)
+        broken = np.int32(0)
         for i in range(k):
             x = as_float(np.uint32(row[i]) << _S16) * factor      # float32 times a power of two
             t = x * _FLOAT16_STEPS
-            if np.float32(np.int64(t)) != t:
-                return False
+            broken |= np.int32(t != np.floor(t))
             out[i] = x
+        if broken:
+            return False
     return True
 
 

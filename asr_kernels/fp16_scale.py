@@ -40,23 +40,28 @@ def _compiled() -> bool:
     return True
 
 
-def scale_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def scale_rows(weight: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(``weight`` [out, in] times a power of two per row, as float32 whose every value is exactly a
-    float16; the inverse scale [out] float32), or None where some value is not."""
+    float16; the inverse scale [out] float32), or None where some value is not. ``out``: a float32
+    buffer of at least out x in values to hold the scaled rows (reused by the caller: fresh pages
+    cost a fault each), for the compiled pass."""
     if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or weight.dim() != 2 or not _compiled():
         return scale_reference(weight)
     from asr_kernels import _fp16_scale_jit as jit
 
     n, k = weight.shape
     bits = weight.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
-    scaled, inverse = torch.empty(n, k, dtype=torch.float32), torch.empty(n, dtype=torch.float32)
-    out, inv = scaled.numpy(), inverse.numpy()
+    if out is not None and (out.dtype != torch.float32 or not out.is_contiguous() or out.numel() < n * k):
+        raise ValueError(f"out must be a contiguous float32 buffer of at least {n * k} values")
+    scaled = out.view(-1)[:n * k].view(n, k) if out is not None else torch.empty(n, k, dtype=torch.float32)
+    inverse = torch.empty(n, dtype=torch.float32)
+    rows, inv = scaled.numpy(), inverse.numpy()
     shares = max(1, min(torch.get_num_threads(), -(-n // _ROWS_PER_SHARE)))
     bounds = [n * i // shares for i in range(shares + 1)]
     exact = [True] * shares
 
     def share(i: int) -> None:
-        exact[i] = jit.scale_rows(bits, out, inv, TOP_EXPONENT, bounds[i], bounds[i + 1])
+        exact[i] = jit.scale_rows(bits, rows, inv, TOP_EXPONENT, bounds[i], bounds[i + 1])
 
     run_shares(share, shares)
     return (scaled, inverse) if all(exact) else None

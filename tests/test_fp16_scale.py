@@ -70,3 +70,17 @@ def test_other_dtypes_take_the_reference():
     want = scale_reference(w)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert scale_rows(torch.randn(64, 32)) is None        # float32 values with full mantissas
+
+
+def test_a_buffer_given_is_filled_and_reused():
+    w = bf16_weight(192, 64, seed=9)
+    buffer = torch.full((192 * 64 + 100,), float("nan"))          # longer than needed, holding junk
+    scaled, inverse = scale_rows(w, out=buffer)
+    assert scaled.data_ptr() == buffer.data_ptr() and scaled.shape == (192, 64)
+    want = scale_reference(w)
+    assert torch.equal(scaled, want[0]) and torch.equal(inverse, want[1])
+    again, _ = scale_rows(bf16_weight(64, 64, seed=10), out=buffer)                # a smaller weight after it
+    assert again.data_ptr() == buffer.data_ptr() and torch.equal(again, scale_reference(bf16_weight(64, 64, seed=10))[0])
+    for bad in (torch.empty(10), torch.empty(192 * 64, dtype=torch.float16), torch.empty(2 * 192 * 64)[::2]):
+        with pytest.raises(ValueError, match="out must be"):
+            scale_rows(w, out=bad)

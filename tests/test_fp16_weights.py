@@ -170,7 +170,7 @@ def test_failed_packing_warns_and_keeps_the_float_path(bf16_checkpoint, tmp_path
 @pytest.mark.skipif(not X86, reason="fbgemm is x86 only")
 def test_a_tied_head_that_does_not_pack_shares_one_float32_matrix(tied_bf16_checkpoint, monkeypatch, fp16_on):
     audio = clip(2.0, 5)
-    monkeypatch.setattr(fp16_weights, "scale_rows", lambda weight: None)     # no weight is exact in float16
+    monkeypatch.setattr(fp16_weights, "scale_rows", lambda weight, out=None: None)     # no weight is exact in float16
     eng = engine.load(tied_bf16_checkpoint, device="cpu", dtype="float32")
     lm, head = eng.net.language_model, eng.net.head
     assert head.packed is None and lm.embed_tokens.weight.dtype == torch.float32
@@ -185,7 +185,8 @@ def test_compact_weights_are_packed_from_the_checkpoints_bfloat16(tied_bf16_chec
     """A float32 load does not widen what it packs: 4 bytes a value of it would only be dropped."""
     seen = []
     real = fp16_weights.scale_rows
-    monkeypatch.setattr(fp16_weights, "scale_rows", lambda weight: seen.append(weight.dtype) or real(weight))
+    monkeypatch.setattr(fp16_weights, "scale_rows",
+                        lambda weight, out=None: seen.append(weight.dtype) or real(weight, out=out))
     eng = engine.load(tied_bf16_checkpoint, device="cpu", dtype="float32")
     assert len(seen) == 4 * len(eng.net.language_model.layers) + 1 and set(seen) == {torch.bfloat16}
     assert eng.net.language_model.norm.weight.dtype == torch.float32

@@ -167,9 +167,11 @@ def pack_all(projections: list[Fp16CompactLinear]) -> None:
     A failed pack warns and keeps the float method."""
     workers = max(1, torch.get_num_threads())
     copies = row_copies_fit(projections)
+    buffers = [torch.empty(0)] * workers     # the scaled rows, one buffer a slot: packed, then overwritten
     with ThreadPoolExecutor(workers, thread_name_prefix="fp16-pack") as pool:
         for start in range(0, len(projections), workers):
-            batch = [(p, scale_rows(p.fallback.weight)) for p in projections[start:start + workers]]
+            batch = [(p, scale_rows(p.fallback.weight, out=_buffer(buffers, slot, p.fallback.weight.numel())))
+                     for slot, p in enumerate(projections[start:start + workers])]
             rows = [bf16_gemv.float_row_copy(p.fallback.weight) if copies and scaled is not None else None
                     for p, scaled in batch]
             jobs = [(p, scaled, row, [pool.submit(pack_rows, part) for part in scaled[0].split(PACK_ROWS)])
@@ -183,3 +185,10 @@ def pack_all(projections: list[Fp16CompactLinear]) -> None:
                 except Exception as e:     # the float weight is kept until packing succeeds
                     warnings.warn(f"fp16 weight packing failed ({e}); using the float32 path", stacklevel=2)
                     proj.keep_float()
+
+
+def _buffer(buffers: list[torch.Tensor], slot: int, size: int) -> torch.Tensor:
+    """``buffers[slot]``, made at least ``size`` float32 values long."""
+    if buffers[slot].numel() < size:
+        buffers[slot] = torch.empty(size, dtype=torch.float32)
+    return buffers[slot]
