@@ -20,7 +20,7 @@ FIELDS = ("thread_num", "team_size", "x", "q", "scale", "out", "n", "k", "shares
 _N_FIELDS = len(FIELDS)
 BLOCK = 64                      # outputs side by side: one cache line of int8 per k
 PREFETCH_BYTES = 1024           # how far ahead of the line being read its stream is prefetched
-_S16 = np.uint32(16)
+_S16, _EXPONENT = np.uint32(16), np.uint16(0x7F80)
 
 _F32, _I64 = ir.FloatType(), ir.IntType(64)
 _V16F, _V16B = ir.VectorType(_F32, 16), ir.VectorType(ir.IntType(8), 16)
@@ -80,12 +80,15 @@ def quantize_into(w_bits, packed, scale, bound, first_row, slack):
     """Rows ``first_row`` onward of a bfloat16 head (``w_bits`` [rows, k] uint16) into the int8 copy:
     per row, scale = max|w| / 127 in float32 (1 for zeros), q = w / scale rounded half to even
     (``int8_argmax.quantize_rows``' math), written at [row / 64][i][row % 64] of ``packed``; and
-    bound = (||s q - w|| + slack * (||w|| + 2 ||s q||)) * 1.01 in float64 (``bound_coefficients``)."""
+    bound = (||s q - w|| + slack * (||w|| + 2 ||s q||)) * 1.01 in float64 (``bound_coefficients``).
+    False where a value is not finite (the copy is then not to be used)."""
     rows, k = w_bits.shape
     w = np.empty(k, np.float32)
+    finite = True
     for r in range(rows):
         amax = np.float32(0.0)
         for i in range(k):
+            finite = finite and (w_bits[r, i] & _EXPONENT) != _EXPONENT
             w[i] = as_float(np.uint32(w_bits[r, i]) << _S16)
             amax = max(amax, abs(w[i]))
         s = amax / np.float32(127.0)
@@ -102,6 +105,7 @@ def quantize_into(w_bits, packed, scale, bound, first_row, slack):
             q2 += np.float64(q) * np.float64(q)
         scale[at] = s
         bound[at] = (np.sqrt(err2) + slack * (np.sqrt(w2) + 2.0 * np.float64(s) * np.sqrt(q2))) * 1.01
+    return finite
 
 
 quantize_into = kernel(quantize_into, fastmath=False)

@@ -148,9 +148,15 @@ class ArgmaxScreen:
         bits = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
         gamma = k * _UNIT / (1 - k * _UNIT)
         packed, scale, bound = self.packed.numpy(), self.scale.numpy(), self.bound.numpy()
-        work = lambda i: _jit.quantize_into(bits[i * _BUILD_ROWS:(i + 1) * _BUILD_ROWS], packed, scale, bound,
-                                            i * _BUILD_ROWS, gamma + 2 * _UNIT)   # noqa: E731
-        run_shares(work, -(-n // _BUILD_ROWS))       # slices on torch's team (the kernel drops the GIL)
+        slices = -(-n // _BUILD_ROWS)
+        finite = [True] * slices
+
+        def work(i: int) -> None:
+            finite[i] = _jit.quantize_into(bits[i * _BUILD_ROWS:(i + 1) * _BUILD_ROWS], packed, scale, bound,
+                                           i * _BUILD_ROWS, gamma + 2 * _UNIT)
+
+        run_shares(work, slices)       # slices on torch's team (the kernel drops the GIL)
+        self.finite = all(finite)      # False: some weight is inf or nan, and no bound holds
         self.row, self.n, self.k = row, n, k
 
     def greedy(self, x: torch.Tensor) -> int | None:
@@ -198,7 +204,5 @@ def screen_for(weight: torch.Tensor, row: bf16_gemv.RowGemv | None) -> ArgmaxScr
     if (row is None or BLOCK % row.block or weight.shape[0] % BLOCK
             or weight.dtype not in (torch.bfloat16, torch.float32) or weight.device.type != "cpu" or not enabled()):
         return None
-    # float32 rows read a copy, made only of finite values (``float_row_copy``): no need to look again
-    if row.dtype != torch.float32 and not bool(torch.isfinite(weight).all()):
-        return None
-    return ArgmaxScreen(weight.to(torch.bfloat16), row)
+    screen = ArgmaxScreen(weight.to(torch.bfloat16), row)      # it reads every value: it sees any inf or nan
+    return screen if screen.finite else None

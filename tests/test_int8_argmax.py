@@ -138,10 +138,11 @@ def test_it_is_built_only_where_it_applies(monkeypatch):
         ia.ArgmaxScreen(odd, odd_row)
     with pytest.raises(ValueError, match="must read"):
         ia.ArgmaxScreen(w[:192], screen_over(w).row)                         # another weight's kernel
-    bad = w.clone()
-    bad[3, 3] = float("inf")
-    wide = bf16_gemv.pack_reference(bad, 64)
-    assert ia.screen_for(bad, bf16_gemv.RowGemv(wide.data_ptr(), 256, 64, owner=wide, block=64)) is None
+    for at, value in (((3, 3), float("inf")), ((255, 63), float("nan")), ((128, 0), float("-inf"))):
+        bad = w.clone()                                                      # found by the build's own pass
+        bad[at] = value
+        wide = bf16_gemv.pack_reference(bad, 64)
+        assert ia.screen_for(bad, bf16_gemv.RowGemv(wide.data_ptr(), 256, 64, owner=wide, block=64)) is None
     assert ia.screen_for(bad.float(), bf16_gemv.float_row_copy(bad.float())) is None   # float32: no copy of it
     monkeypatch.setenv(ia.SWITCH, "0")
     good = bf16_gemv.pack_reference(w, 64)
