@@ -37,8 +37,7 @@ def scale_rows(bits, scaled, inverse, top_exponent, first, last):
             return False                           # 2^e overflows float32, as torch.exp2 would
         factor = np.float32(math.ldexp(1.0, e))
         inverse[r] = np.float32(math.ldexp(1.0, -e))
-        # whether any t is not whole, or-ed (not summed: fastmath may reorder a sum of t - floor(t)
-        # into sum(t) - sum(floor(t)), which cancels)
+        # whether any t is not whole, or-ed (a sum of t - floor(t) would do, but for rounding)
         broken = np.int32(0)
         for i in range(k):
             x = as_float(np.uint32(row[i]) << _S16) * factor      # float32 times a power of two
@@ -50,4 +49,4 @@ def scale_rows(bits, scaled, inverse, top_exponent, first, last):
     return True
 
 
-scale_rows = kernel(scale_rows)
+scale_rows = kernel(scale_rows, fastmath=False)   # reassociating x * 2^e * 2^24 could overflow the check to inf

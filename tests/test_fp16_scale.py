@@ -44,7 +44,7 @@ def test_rows_scale_as_the_reference_scales_them(shape, threads, monkeypatch):
 
 
 @pytest.mark.parametrize("spoiler", ["inf", "nan", "range beyond float16", "scale beyond float32",
-                                     "subnormal largest", "large values"])
+                                     "subnormal largest", "large values", "range beyond float16, tiny row"])
 def test_what_float16_cannot_hold_is_refused_as_the_reference_refuses_it(spoiler):
     w = bf16_weight(128, 96, seed=3)
     if spoiler == "inf":
@@ -58,6 +58,9 @@ def test_what_float16_cannot_hold_is_refused_as_the_reference_refuses_it(spoiler
     elif spoiler == "subnormal largest":
         w[100] = 0.0
         w[100, 3] = 2.0 ** -130
+    elif spoiler == "range beyond float16, tiny row":
+        w[64] = 0.0               # 2^e = 2^106: 2^e * 2^24 is not a float32, so the check must not fold them
+        w[64, :2] = torch.tensor([2.0 ** -92, 2.0 ** -126 + 2.0 ** -133], dtype=torch.float64).float()
     else:
         w[64] = bf16_weight(1, 96, scale=1e30)[0]        # scaled down: still exact
     got = assert_same(w)
