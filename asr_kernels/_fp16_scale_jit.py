@@ -33,8 +33,8 @@ def scale_rows(bits, scaled, inverse, top_exponent, first, last):
         if top >= _EXPONENT:                       # inf or nan
             return False
         e = 0 if top == 0 else top_exponent - (np.int64(top >> _S7) - 127)
-        if top != 0 and (top >> _S7) == 0 or e > 127:
-            return False                           # 2^e overflows float32, as torch.exp2 would
+        if e > 127:                                # 2^e overflows float32, as torch.exp2 would (a
+            return False                           # subnormal largest, exponent field 0, lands here too)
         factor = np.float32(math.ldexp(1.0, e))
         inverse[r] = np.float32(math.ldexp(1.0, -e))
         # whether any t is not whole, or-ed (a sum of t - floor(t) would do, but for rounding)

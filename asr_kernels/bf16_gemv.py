@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from asr_kernels import switch_on
-from asr_kernels.team_run import run_compiled, run_shares, team_queries
+from asr_kernels.team_run import all_ranges, run_compiled, team_queries
 
 __all__ = ["SWITCH", "BLOCKS", "enabled", "RowGemv", "row_gemv_for", "float_row_copy", "packed_block",
            "pack_reference", "gemv_reference"]
@@ -187,16 +187,8 @@ def float_row_copy(weight: torch.Tensor) -> RowGemv | None:
     else:
         bits = weight.detach().float().contiguous().view(torch.int32).numpy().view(np.uint32)
     packed = torch.empty(n // COPY_BLOCK, k // 2, COPY_BLOCK, 2, dtype=torch.bfloat16)
-    out, blocks = packed.view(torch.int16).numpy().view(np.uint16), n // COPY_BLOCK
-    shares = max(1, min(torch.get_num_threads(), blocks))
-    exact = [True] * shares
-    bounds = [blocks * i // shares for i in range(shares + 1)]
-
-    def share(i: int) -> None:
-        exact[i] = jit.copy_blocks(bits, out, bounds[i], bounds[i + 1])
-
-    run_shares(share, shares)
-    if not all(exact):
+    out = packed.view(torch.int16).numpy().view(np.uint16)
+    if not all_ranges(lambda first, last: jit.copy_blocks(bits, out, first, last), n // COPY_BLOCK):
         return None     # a value bfloat16 cannot hold, or not finite: the fbgemm path keeps it
     return RowGemv(packed.data_ptr(), n, k, owner=packed, block=COPY_BLOCK, dtype=torch.float32)
 

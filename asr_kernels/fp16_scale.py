@@ -19,7 +19,7 @@ import functools
 import numpy as np
 import torch
 
-from asr_kernels.team_run import run_shares
+from asr_kernels.team_run import all_ranges
 
 __all__ = ["TOP_EXPONENT", "scale_rows", "scale_reference"]
 
@@ -56,15 +56,9 @@ def scale_rows(weight: torch.Tensor, out: torch.Tensor | None = None) -> tuple[t
     scaled = out.view(-1)[:n * k].view(n, k) if out is not None else torch.empty(n, k, dtype=torch.float32)
     inverse = torch.empty(n, dtype=torch.float32)
     rows, inv = scaled.numpy(), inverse.numpy()
-    shares = max(1, min(torch.get_num_threads(), -(-n // _ROWS_PER_SHARE)))
-    bounds = [n * i // shares for i in range(shares + 1)]
-    exact = [True] * shares
-
-    def share(i: int) -> None:
-        exact[i] = jit.scale_rows(bits, rows, inv, TOP_EXPONENT, bounds[i], bounds[i + 1])
-
-    run_shares(share, shares)
-    return (scaled, inverse) if all(exact) else None
+    exact = all_ranges(lambda first, last: jit.scale_rows(bits, rows, inv, TOP_EXPONENT, first, last), n,
+                       _ROWS_PER_SHARE)
+    return (scaled, inverse) if exact else None
 
 
 def scale_reference(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

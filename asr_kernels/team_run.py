@@ -118,6 +118,23 @@ def run_shares(work: Callable[[int], None], shares: int) -> None:
         raise errors[0]
 
 
+def all_ranges(work: Callable[[int, int], bool], count: int, unit: int = 1) -> bool:
+    """Cut range(count) into contiguous ranges, one for each of torch's threads but none for less
+    than ``unit`` items, run ``work(first, last)`` on all of them at once (``run_shares``) and say
+    whether every call returned True (kernels that check what they copy)."""
+    import torch
+
+    shares = max(1, min(torch.get_num_threads(), -(-count // unit)))
+    bounds = [count * i // shares for i in range(shares + 1)]
+    results = [True] * shares
+
+    def share(i: int) -> None:
+        results[i] = work(bounds[i], bounds[i + 1])
+
+    run_shares(share, shares)
+    return all(results)
+
+
 def _on_own_threads(work: Callable[[int], None], shares: int) -> None:
     global _pool
     with _lock:

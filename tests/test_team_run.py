@@ -57,3 +57,20 @@ def test_without_an_openmp_runtime_shares_run_on_threads_of_its_own(monkeypatch)
             raise ValueError("share 1 broke")
     with pytest.raises(ValueError, match="share 1 broke"):
         team_run.run_shares(fails, 3)
+
+
+@pytest.mark.parametrize("count, unit, threads", [(10, 1, 2), (130, 64, 4), (64, 64, 8), (7, 1, 16), (1, 1, 2)])
+def test_all_ranges_cover_the_count_once_and_say_whether_all_held(count, unit, threads, monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    ranges, lock = [], threading.Lock()
+
+    def work(first, last):
+        with lock:
+            ranges.append((first, last))
+        return True
+
+    assert team_run.all_ranges(work, count, unit)
+    ranges.sort()
+    assert ranges[0][0] == 0 and ranges[-1][1] == count and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert len(ranges) == max(1, min(threads, -(-count // unit)))          # no range for less than a unit's worth
+    assert not team_run.all_ranges(lambda first, last: first != 0, count, unit)   # one range's False is the answer

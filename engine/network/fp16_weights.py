@@ -100,10 +100,8 @@ class Fp16CompactLinear(LinearMethod):
         """Not packed: the float method ``float_linear`` picks (a tied head keeps the
         embedding's own weight; one kept in bfloat16 for packing is widened to the model's dtype,
         and a tied embedding then reads the widened one)."""
-        if self.packed is None and self.fallback.weight.dtype != self.dtype:    # the checkpoint's bfloat16
+        if self.packed is None and (not self.tied or self.fallback.weight.dtype != self.dtype):
             self.fallback = float_linear(self.fallback.weight.to(self.dtype), shared=self.tied)
-        elif not self.tied and self.packed is None:
-            self.fallback = float_linear(self.fallback.weight)
 
     def adopt(self, slices: list, scaled: tuple[torch.Tensor, torch.Tensor],
               row: bf16_gemv.RowGemv | None = None) -> None:
