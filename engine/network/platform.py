@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 # Audio (seconds) from which compacting the weights at load repays its cost in a one-shot run
-# (about 10 s of speech on 2 AVX2 cores; tests/bench/RESULTS.md).
+# (break-even measured on 2 AVX2 cores: tests/bench/RESULTS.md, "Compact weights").
 COMPACT_MIN_AUDIO_SECONDS = 15.0
 # Memory left free after the one-row copies of compact weights (fp16_weights), for the KV cache and
 # the app; with less, one-row steps keep fbgemm's copy alone.
