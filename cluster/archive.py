@@ -130,9 +130,11 @@ class ArchiveJob:
 
     ``names`` is the CLI's ``OutputNames`` for these files and folder (the CLI passes the one it
     planned; the Python entry point makes the same). A file counts as finished for the manifest only
-    after all its formats are written."""
+    after all its formats are written. ``worker_class`` is the Ray Data callable each engine actor
+    runs: ``cluster.worker.EngineWorker`` unless a caller wraps it (the kill test holds one file)."""
 
-    def __init__(self, files, out_dir, options: ArchiveOptions, *, names=None, address: str | None = None):
+    def __init__(self, files, out_dir, options: ArchiveOptions, *, names=None, address: str | None = None,
+                 worker_class=None):
         from engine.text.exports import OutputNames
 
         options.check()
@@ -148,6 +150,7 @@ class ArchiveJob:
         self.engines = 0
         self.repeats_dropped = 0
         self.registry = None
+        self.worker_class = worker_class
 
     def engine_actors(self) -> list:
         """(name, actor handle) of each engine that has come up so far in this run."""
@@ -192,6 +195,8 @@ class ArchiveJob:
         """Run the job; yields a FileResult per input (skipped ones first) as each one is written."""
         from cluster.worker import EngineRegistry, EngineWorker
 
+        worker_class = self.worker_class or EngineWorker
+
         todo = self.pending()
         todo_set = set(todo)
         for i in (i for i in range(len(self.files)) if i not in todo_set):
@@ -211,7 +216,7 @@ class ArchiveJob:
         rows = [{"index": i, "path": os.path.abspath(self.files[i])} for i in todo]
         dataset = ray.data.from_items(rows, override_num_blocks=len(rows))   # one file per block: per-file tasks
         dataset = dataset.map_batches(
-            EngineWorker, fn_constructor_kwargs={"settings": self.options.engine_settings(device),
+            worker_class, fn_constructor_kwargs={"settings": self.options.engine_settings(device),
                                                "registry": self.registry},
             batch_size=1, batch_format="numpy", num_cpus=self.options.cpus_per_engine, num_gpus=gpus,
             # in flight = running: a file waits in the dataset, not behind a busy engine, so an engine

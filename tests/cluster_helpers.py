@@ -66,3 +66,46 @@ def read_outputs(folder, formats=("txt", "json")) -> dict[str, str]:
     """{file name: content} of the transcript outputs in ``folder`` (not the manifest)."""
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(folder).iterdir())
             if p.suffix.lstrip(".") in formats}
+
+
+def worker_that_holds(path, hold, holder):
+    """An EngineWorker class whose engine, once it has stepped ``path``, steps nothing more while the
+    file ``hold`` exists, and writes its name to the file ``holder``: a test can then kill the engine
+    with ``path`` surely unfinished. Built here (a class in a function) so Ray's cloudpickle ships
+    it by value to actors, which cannot import tests/."""
+    import os
+    import time
+
+    from cluster.worker import EngineWorker
+
+    path, hold, holder = (os.path.abspath(os.fspath(p)) for p in (path, hold, holder))
+
+    class HeldEngine:
+        def __init__(self, engine, name):
+            self.engine, self.name, self.holding = engine, name, False
+
+        def __getattr__(self, attr):
+            return getattr(self.engine, attr)
+
+        def submit_file(self, source, **options):
+            job = self.engine.submit_file(source, **options)
+            self.holding = os.path.abspath(os.fspath(source)) == path and os.path.exists(hold)
+            return job
+
+        def step(self):
+            outputs = self.engine.step()
+            if self.holding:
+                with open(holder + ".part", "w") as f:
+                    f.write(self.name)
+                os.replace(holder + ".part", holder)   # whole, or not there
+                while os.path.exists(hold):   # blocks the actor's loop: it is killed here
+                    time.sleep(0.02)
+                self.holding = False
+            return outputs
+
+    class HoldingEngineWorker(EngineWorker):
+        def __init__(self, settings, registry=None):
+            super().__init__(settings, registry)
+            self.engine = HeldEngine(self.engine, self.name)
+
+    return HoldingEngineWorker

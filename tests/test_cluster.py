@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_helpers import TINY_MODEL, long_file, read_outputs, speech_files, start_local_ray  # noqa: E402
+from cluster_helpers import (TINY_MODEL, long_file, read_outputs, speech_files, start_local_ray,  # noqa: E402
+                             worker_that_holds)
 
 from cli.main import main as cli_main  # noqa: E402
 from cluster.archive import ArchiveJob, ArchiveOptions, run_job, transcribe_archive  # noqa: E402
@@ -116,16 +117,24 @@ def test_two_engines_match_the_cli_survive_a_killed_engine_and_a_rerun_skips_wha
     broken.write_bytes(b"RIFF not really a wav file")
     inputs = [long_clip, *clips, broken]
     out = tmp_path / "out"
-    job = ArchiveJob(inputs, out, ArchiveOptions(**options(files_per_engine=2)))
+    # the engine that takes the long file (input 0) stops after its first step there until the test
+    # has killed it: the kill always lands with the file unfinished (a kill timed by the file's start
+    # once landed after the tiny model had finished it)
+    hold, holder = tmp_path / "hold", tmp_path / "holder"
+    hold.touch()
+    job = ArchiveJob(inputs, out, ArchiveOptions(**options(files_per_engine=2)),
+                     worker_class=worker_that_holds(long_clip, hold, holder))
     results, killed, after_kill = [], [], []
 
     def kill_the_long_files_engine():
-        # as soon as an engine starts the minute-long file (input 0), while it works on it: once a
-        # short file's result came first, and by the time the kill landed the long file was done
-        holder = wait_for(lambda: (job.started().get(0) or [None])[0], timeout=300)
-        handle = next(h for name, h in job.engine_actors() if name == holder)
-        ray.kill(handle, no_restart=False)
-        killed.append(holder)
+        try:
+            name = wait_for(lambda: holder.exists() and holder.read_text(), timeout=300)
+            handle = next(h for engine, h in job.engine_actors() if engine == name)
+            ray.kill(handle, no_restart=False)
+            killed.append(name)
+            wait_until_gone(int(name.rpartition(":")[2]))   # the kill has landed (one machine here)
+        finally:
+            hold.unlink()                                   # the long file's next engine goes on
 
     killer = threading.Thread(target=kill_the_long_files_engine, daemon=True)
     killer.start()
@@ -135,7 +144,6 @@ def test_two_engines_match_the_cli_survive_a_killed_engine_and_a_rerun_skips_wha
             after_kill.append(result.worker)
     killer.join(timeout=60)
     assert killed, "the long file never started"
-    wait_until_gone(int(killed[0].rpartition(":")[2]))   # the kill has landed (one machine here)
     # results it finished before it died may still arrive; files it held unfinished ran again elsewhere
     long_result = next(r for r in results if r.index == 0)
     assert long_result.state == "done" and long_result.worker != killed[0]
