@@ -60,7 +60,6 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.model_chunk_seconds = model_chunk_seconds
         self.setWindowTitle("Settings")
-        self.setMinimumWidth(560)
         self.settings = settings
         tabs = QTabWidget()
         tabs.addTab(self._model_tab(), "Model")
@@ -77,6 +76,9 @@ class SettingsDialog(QDialog):
 
         self.engine_page = EnginePage()
         tabs.addTab(self.engine_page, "Engine")
+        # every tab's name in view: with scroll arrows (and a fixed 560 px minimum) "Engine", the
+        # server's page, sat off the edge; without them the layout keeps the dialog as wide as its tabs
+        tabs.setUsesScrollButtons(False)
         self.tabs = tabs
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
