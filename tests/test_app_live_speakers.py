@@ -1,7 +1,7 @@
 """The live window's Speakers toggle opens streams with speaker labels and shows each line's speaker."""
 from __future__ import annotations
 
-from app_fixtures import client  # noqa: F401 (fixture)
+from app_fixtures import client, data_dir  # noqa: F401 (fixtures: data_dir keeps settings in tmp_path)
 
 
 def test_live_window_shows_speaker_labels(client, qtbot, tmp_path):  # noqa: F811

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 import fake_engine  # noqa: E402
+from app_fixtures import data_dir  # noqa: E402,F401 (autouse: the main window's settings stay in tmp_path)
 from app.backend.engine_client import EngineClient  # noqa: E402
 from app.history import History  # noqa: E402
 from app.transcript.edit_alignment import EditAlignment, stretch_of  # noqa: E402

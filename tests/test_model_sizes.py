@@ -68,7 +68,9 @@ def test_sizes_show_at_once_and_the_hub_refines_them_without_blocking(qtbot, mon
     assert dialog.download_button.text() == "Download (size unknown)"
 
     release.set()
-    qtbot.waitUntil(lambda: table["Qwen/Qwen3-ASR-0.6B-hf"].text(2) == "987 MB", timeout=5000)
+    # every model asked (the lookup thread asks the rest after it has passed on 0.6B-hf's answer)
+    qtbot.waitUntil(lambda: table["Qwen/Qwen3-ASR-0.6B-hf"].text(2) == "987 MB"
+                    and len(asked) == len(hub.KNOWN_MODELS), timeout=5000)
     assert table["Qwen/Qwen3-ASR-0.6B"].text(2) == "1.2 GB"
     assert table["Qwen/Qwen3-ASR-1.7B"].text(2) == "about 4.7 GB"   # the Hub said nothing useful
     dialog.select(0)
