@@ -89,7 +89,9 @@ def worker_that_holds(path, hold, holder):
 
         def submit_file(self, source, **options):
             job = self.engine.submit_file(source, **options)
-            self.holding = os.path.abspath(os.fspath(source)) == path and os.path.exists(hold)
+            # only set here: another file the actor submits before the next step must not clear it
+            if os.path.abspath(os.fspath(source)) == path and os.path.exists(hold):
+                self.holding = True
             return job
 
         def step(self):
