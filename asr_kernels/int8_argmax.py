@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from asr_kernels import bf16_gemv, switch_on
-from asr_kernels.team_run import run_compiled, run_shares, team_queries
+from asr_kernels.team_run import all_ranges, run_compiled, team_queries
 
 __all__ = ["SWITCH", "BLOCK", "MAX_BLOCKS", "enabled", "ArgmaxScreen", "quantize_rows", "bound_coefficients",
            "approx_reference", "reference_token", "screen_for"]
@@ -39,7 +39,7 @@ SWITCH = "QWEN3_ASR_INT8_ARGMAX"
 BLOCK = 64              # outputs per block of the int8 copy (the packed head's blocks divide it)
 MAX_BLOCKS = 64         # exact groups of 64 past which the whole head is cheaper to read (4096 of its rows)
 _UNIT = 2.0 ** -24      # float32's unit roundoff
-_BUILD_ROWS = 64 * 64   # rows quantized in one share at load
+_BUILD_ROWS = 64 * 64   # the fewest rows a share quantizes at load (a share a thread)
 _body = None
 _queries = None
 _jit = None             # asr_kernels._int8_argmax_jit, once compiled
@@ -148,15 +148,11 @@ class ArgmaxScreen:
         bits = weight.contiguous().view(torch.int16).numpy().view(np.uint16)
         gamma = k * _UNIT / (1 - k * _UNIT)
         packed, scale, bound = self.packed.numpy(), self.scale.numpy(), self.bound.numpy()
-        slices = -(-n // _BUILD_ROWS)
-        finite = [True] * slices
-
-        def work(i: int) -> None:
-            finite[i] = _jit.quantize_into(bits[i * _BUILD_ROWS:(i + 1) * _BUILD_ROWS], packed, scale, bound,
-                                           i * _BUILD_ROWS, gamma + 2 * _UNIT)
-
-        run_shares(work, slices)       # slices on torch's team (the kernel drops the GIL)
-        self.finite = all(finite)      # False: some weight is inf or nan, and no bound holds
+        # ranges of whole 64-row blocks on torch's team (the kernel drops the GIL); False: some
+        # weight is inf or nan, and no bound holds
+        self.finite = all_ranges(lambda first, last: _jit.quantize_into(
+            bits[first * BLOCK:last * BLOCK], packed, scale, bound, first * BLOCK, gamma + 2 * _UNIT),
+            n // BLOCK, _BUILD_ROWS // BLOCK)
         self.row, self.n, self.k = row, n, k
 
     def greedy(self, x: torch.Tensor) -> int | None:
